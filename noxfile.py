@@ -1,0 +1,75 @@
+"""Checks. Each session installs from the lock through `_sync` and runs one tool.
+
+`nox` with no arguments runs the default checks (tests, lint, typecheck); CI runs one
+lane per session name, the matrix coming from `nox -s lanes` (see bandkit/lanes.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import nox
+
+# run_install (used by _sync) so `nox -R` skips reinstalls; uv backend since 2024.
+nox.needs_version = ">=2025.2.9"
+nox.options.default_venv_backend = "uv"
+nox.options.error_on_missing_interpreters = True
+nox.options.sessions = ["tests", "lint", "typecheck"]
+
+ROOT = Path(__file__).parent
+WORKFLOWS = ROOT / ".github" / "workflows"
+
+
+def _sync(session: nox.Session, *groups: str) -> None:
+    """Install the project and the given dependency groups, exactly as locked."""
+    session.env["UV_PROJECT_ENVIRONMENT"] = session.virtualenv.location
+    args = ["uv", "sync", "--locked", "--no-default-groups"]
+    for group in groups:
+        args += ["--group", group]
+    session.run_install(*args, silent=True)
+
+
+def _pytest(session: nox.Session, *, marks: str, groups: tuple[str, ...] = ("dev",)) -> None:
+    _sync(session, *groups)
+    session.run("uv", "--version", external=True)
+    session.run("pytest", "-m", marks, *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Unit and integration tests (no Docker, no live platform). Posargs go to pytest."""
+    _pytest(session, marks="not docker and not live", groups=("dev", "browser"))
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff, lock freshness, shellcheck on every *.sh, actionlint on the workflows."""
+    _sync(session, "dev")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("uv", "lock", "--check", external=True)
+    scripts = sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob("*.sh") if ".nox" not in p.parts)
+    if shutil.which("shellcheck"):
+        if scripts:
+            session.run("shellcheck", *scripts, external=True)
+    elif os.environ.get("CI"):
+        session.error("shellcheck is not installed: `apt-get install shellcheck` (CI requires it)")
+    else:
+        session.warn("shellcheck not installed; skipping (apt-get install shellcheck)")
+    session.run("actionlint", *sorted(str(p) for p in WORKFLOWS.glob("*.yml")))
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over the library, tasks.py and this noxfile."""
+    _sync(session, "dev")
+    session.run("mypy")
+
+
+@nox.session
+def lanes(session: nox.Session) -> None:
+    """Print the CI matrix as JSON; fail if a workflow gates on a lane we do not emit."""
+    _sync(session)
+    session.run("python", "-m", "bandkit.lanes")
