@@ -37,6 +37,22 @@ def _pytest(session: nox.Session, *, marks: str, groups: tuple[str, ...] = ("dev
     session.run("pytest", "-m", marks, *session.posargs)
 
 
+def _git_files(session: nox.Session, pattern: str) -> list[str]:
+    """Tracked and not-ignored files matching a pathspec (so .venv and .nox never count)."""
+    out = session.run(
+        "git",
+        "ls-files",
+        "--cached",
+        "--others",
+        "--exclude-standard",
+        "--",
+        pattern,
+        external=True,
+        silent=True,
+    )
+    return sorted(set(str(out).split()))
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit and integration tests (no Docker, no live platform). Posargs go to pytest."""
@@ -50,10 +66,9 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("uv", "lock", "--check", external=True)
-    scripts = sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob("*.sh") if ".nox" not in p.parts)
+    scripts = [".ci/run", *_git_files(session, "*.sh")]
     if shutil.which("shellcheck"):
-        if scripts:
-            session.run("shellcheck", *scripts, external=True)
+        session.run("shellcheck", *scripts, external=True)
     elif os.environ.get("CI"):
         session.error("shellcheck is not installed: `apt-get install shellcheck` (CI requires it)")
     else:
@@ -73,3 +88,10 @@ def lanes(session: nox.Session) -> None:
     """Print the CI matrix as JSON; fail if a workflow gates on a lane we do not emit."""
     _sync(session)
     session.run("python", "-m", "bandkit.lanes")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks against the upstream kit; prints figures and ratios. Posargs pick some."""
+    _sync(session, "dev")
+    session.run("python", "-m", "bandkit.bench", *session.posargs)
