@@ -66,6 +66,9 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("uv", "lock", "--check", external=True)
+    session.run(
+        "uv", "lock", "--check", "--directory", "docker/band_python_kit/echo-agent", external=True
+    )
     scripts = [".ci/run", *_git_files(session, "*.sh")]
     if shutil.which("shellcheck"):
         session.run("shellcheck", *scripts, external=True)
