@@ -1,0 +1,248 @@
+"""Run manifests: every resource a task makes is recorded *before* it is made.
+
+The flow for a mutating task:
+
+1. `Manifest.open(path)` takes an exclusive lock on the manifest (released by the kernel
+   if the process dies, so a re-run after `kill -9` can open it again).
+2. `manifest.record(kind, key, **details)` appends the resource and rewrites the file
+   atomically (temp file, fsync, rename; mode 0600, directory 0700) **before** the caller
+   creates it. A crash between record and create leaves an entry for something that may
+   not exist; removers therefore treat "already absent" as success.
+3. `teardown(manifest, removers)` walks the entries in reverse order, calls the remover
+   registered for each kind, drops an entry from the file only once its removal
+   succeeded, reports every failure, and deletes the manifest only when nothing is left.
+   It is idempotent: run it again until it reports clean.
+
+Entries hold names, ids and paths only; never a secret value (`record` refuses a detail
+that looks like one of the values passed as `secrets=`, and tests grep manifests for a
+planted canary).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Literal
+
+from filelock import FileLock, Timeout
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+MANIFEST_MODE = 0o600
+DIR_MODE = 0o700
+LOCK_TIMEOUT_S = 10.0
+
+
+class ManifestError(Exception):
+    """A manifest could not be read, written or locked; the message says what to do."""
+
+
+class Kind(StrEnum):
+    """What a manifest entry names. Removers are registered per kind."""
+
+    SANDBOX = "sandbox"
+    SECRET = "secret"  # noqa: S105 (a kind name, not a value)
+    POLICY = "policy"
+    AGENT = "agent"
+    ROOM = "room"
+    PROCESS = "process"
+    WORKSPACE = "workspace"
+
+
+class Resource(BaseModel):
+    """One recorded resource: its kind, a key unique within the kind, and plain details."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Kind
+    key: str
+    details: dict[str, str] = {}
+    recorded_at: str = ""
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind.value}:{self.key}"
+
+
+class ManifestFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal["1"] = "1"
+    run_id: str
+    resources: list[Resource] = []
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_private(path: Path, text: str) -> None:
+    """Atomically replace `path` with `text`: 0600 temp file, fsync, rename, fsync dir."""
+    path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, MANIFEST_MODE)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class Manifest:
+    """An open, locked manifest. Use `Manifest.open(path)` as a context manager."""
+
+    def __init__(self, path: Path, data: ManifestFile, secrets: Iterable[str] = ()) -> None:
+        self.path = path
+        self._data = data
+        self._secrets = tuple(s for s in secrets if s)
+
+    @classmethod
+    @contextmanager
+    def open(
+        cls, path: Path, *, run_id: str = "", secrets: Iterable[str] = ()
+    ) -> Iterator[Manifest]:
+        """Lock and load `path` (an absent file is an empty manifest, not yet written)."""
+        path = Path(path)
+        path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        lock = FileLock(str(path) + ".lock")
+        try:
+            lock.acquire(timeout=LOCK_TIMEOUT_S)
+        except Timeout:
+            raise ManifestError(
+                f"manifest {path} is locked by another running task; wait for it to finish"
+            ) from None
+        try:
+            yield cls(path, cls._load(path, run_id), secrets)
+        finally:
+            lock.release()
+
+    @staticmethod
+    def _load(path: Path, run_id: str) -> ManifestFile:
+        if not path.exists():
+            return ManifestFile(run_id=run_id or path.parent.name)
+        try:
+            return ManifestFile.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValidationError, ValueError) as exc:
+            raise ManifestError(
+                f"manifest {path} is unreadable or malformed ({type(exc).__name__}); "
+                "inspect it, remove the listed resources by hand, then delete the file"
+            ) from None
+
+    @property
+    def run_id(self) -> str:
+        return self._data.run_id
+
+    @property
+    def resources(self) -> tuple[Resource, ...]:
+        return tuple(self._data.resources)
+
+    def find(self, kind: Kind, key: str) -> Resource | None:
+        return next((r for r in self._data.resources if r.kind is kind and r.key == key), None)
+
+    def record(self, kind: Kind, key: str, **details: str) -> Resource:
+        """Record a resource before creating it; recording the same one twice is a no-op."""
+        for value in (key, *details.values()):
+            if any(secret in value for secret in self._secrets):
+                raise ManifestError(f"refusing to record a secret value in {kind.value} entry")
+        existing = self.find(kind, key)
+        if existing is not None:
+            if details and {**existing.details, **details} != existing.details:
+                return self.update(existing, **details)
+            return existing
+        resource = Resource(kind=kind, key=key, details=details, recorded_at=_now())
+        self._data.resources.append(resource)
+        self._save()
+        return resource
+
+    def update(self, resource: Resource, **details: str) -> Resource:
+        """Add details learned after creation (a pid, an id); the entry keeps its place."""
+        for value in details.values():
+            if any(secret in value for secret in self._secrets):
+                raise ManifestError(f"refusing to record a secret value in {resource.ref}")
+        index = self._index(resource)
+        merged = resource.model_copy(update={"details": {**resource.details, **details}})
+        self._data.resources[index] = merged
+        self._save()
+        return merged
+
+    def forget(self, resource: Resource) -> None:
+        """Drop an entry whose resource is gone; delete the file when none are left."""
+        self._data.resources.pop(self._index(resource))
+        self._save()
+
+    def _index(self, resource: Resource) -> int:
+        for index, candidate in enumerate(self._data.resources):
+            if candidate.kind is resource.kind and candidate.key == resource.key:
+                return index
+        raise ManifestError(f"{resource.ref} is not in manifest {self.path}")
+
+    def _save(self) -> None:
+        if not self._data.resources:
+            self.path.unlink(missing_ok=True)
+            return
+        write_private(self.path, self._data.model_dump_json(indent=2) + "\n")
+
+
+Remover = Callable[[Resource], None]
+
+
+@dataclass
+class TeardownReport:
+    """What teardown removed and what it could not (with a message per failure)."""
+
+    removed: list[Resource] = field(default_factory=list)
+    failed: list[tuple[Resource, str]] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.failed
+
+    def lines(self) -> list[str]:
+        out = [f"removed {r.ref}" for r in self.removed]
+        out += [f"FAILED {r.ref}: {msg}" for r, msg in self.failed]
+        return out
+
+
+def teardown(
+    manifest: Manifest,
+    removers: Mapping[Kind, Remover],
+    *,
+    redact: Iterable[str] = (),
+) -> TeardownReport:
+    """Remove every recorded resource in reverse order; keep the failures recorded.
+
+    A remover must be idempotent: it returns normally when the resource is gone (including
+    when it was never created) and raises with a message when it could not remove it.
+    """
+    report = TeardownReport()
+    secrets = tuple(s for s in redact if s)
+    for resource in reversed(manifest.resources):
+        remover = removers.get(resource.kind)
+        if remover is None:
+            report.failed.append((resource, f"no remover for kind {resource.kind.value!r}"))
+            continue
+        try:
+            remover(resource)
+        except Exception as exc:
+            message = str(exc) or type(exc).__name__
+            for secret in secrets:
+                message = message.replace(secret, "***")
+            report.failed.append((resource, message))
+            continue
+        manifest.forget(resource)
+        report.removed.append(resource)
+    return report
