@@ -1,0 +1,147 @@
+"""The host-side credential proxy: the sandbox sends the placeholder, the proxy the key.
+
+Docker Sandboxes keep a real key on the host and swap the sandbox's placeholder for it in
+the request headers of matching hosts. Runtimes that have no such proxy (local host
+processes, the sbx simulator) run this one: a loopback reverse proxy per upstream origin.
+The agent is pointed at `http://127.0.0.1:<port>` (BAND_REST_URL / BAND_WS_URL) and holds
+only the placeholder; for each connection the proxy reads the request head, replaces the
+placeholder in header values (never the request line or body), rewrites `Host`, and then
+pipes bytes both ways (`Connection: close` per request, so every request gets a fresh
+head; WebSocket upgrades stay open).
+
+Run as `python -m bandkit.runtimes.keyproxy PORTS_FILE` with the routes as JSON on stdin:
+`{"routes": [{"upstream": "http://127.0.0.1:8080", "swaps": [["proxy-managed", "<key>"]]}]}`.
+It writes `{"ports": [...]}` (one per route, same order) to PORTS_FILE atomically, then
+serves until SIGTERM. Values never reach argv, the ports file or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import signal
+import ssl
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+HEAD_LIMIT = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Route:
+    host: str
+    port: int
+    tls: bool
+    swaps: tuple[tuple[bytes, bytes], ...]
+
+
+def parse_routes(config: dict[str, object]) -> list[Route]:
+    routes: list[Route] = []
+    for raw in config.get("routes", []):  # type: ignore[attr-defined]
+        parts = urlsplit(raw["upstream"])
+        tls = parts.scheme in ("https", "wss")
+        host = parts.hostname or "127.0.0.1"
+        port = parts.port or (443 if tls else 80)
+        swaps = tuple((p.encode(), v.encode()) for p, v in raw["swaps"] if p and v)
+        routes.append(Route(host, port, tls, swaps))
+    return routes
+
+
+def rewrite_head(head: bytes, route: Route) -> bytes:
+    """Swap placeholders in header values, set Host, and close after non-upgrade requests."""
+    lines = head.split(b"\r\n")
+    out = [lines[0]]
+    upgrade = False
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(b":")
+        lname = name.strip().lower()
+        if lname == b"host":
+            continue
+        if lname == b"upgrade":
+            upgrade = True
+        if lname == b"connection" and b"upgrade" not in value.lower():
+            continue
+        for placeholder, real in route.swaps:
+            value = value.replace(placeholder, real)
+        out.append(name + sep + value)
+    default_port = 443 if route.tls else 80
+    host = route.host if route.port == default_port else f"{route.host}:{route.port}"
+    out.insert(1, b"Host: " + host.encode())
+    if not upgrade:
+        out.append(b"Connection: close")
+    return b"\r\n".join(out) + b"\r\n\r\n"
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while chunk := await reader.read(65536):
+            writer.write(chunk)
+            await writer.drain()
+    except (ConnectionError, asyncio.IncompleteReadError):
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            writer.close()
+
+
+async def handle(
+    route: Route, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter
+) -> None:
+    try:
+        head = await client_r.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+        client_w.close()
+        return
+    context = ssl.create_default_context() if route.tls else None
+    try:
+        up_r, up_w = await asyncio.open_connection(
+            route.host, route.port, ssl=context, server_hostname=route.host if context else None
+        )
+    except OSError:
+        client_w.write(
+            b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        client_w.close()
+        return
+    up_w.write(rewrite_head(head, route))
+    await asyncio.gather(_pipe(client_r, up_w), _pipe(up_r, client_w))
+
+
+async def serve(routes: list[Route], ports_file: Path) -> None:
+    servers = []
+    for route in routes:
+        server = await asyncio.start_server(
+            functools.partial(handle, route), "127.0.0.1", 0, limit=HEAD_LIMIT
+        )
+        servers.append(server)
+    ports = [s.sockets[0].getsockname()[1] for s in servers]
+    tmp = ports_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"ports": ports}), encoding="utf-8")
+    os.replace(tmp, ports_file)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    for server in servers:
+        server.close()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        sys.stderr.write("usage: python -m bandkit.runtimes.keyproxy PORTS_FILE < routes.json\n")
+        return 2
+    routes = parse_routes(json.loads(sys.stdin.read()))
+    asyncio.run(serve(routes, Path(argv[0])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

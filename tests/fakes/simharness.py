@@ -1,0 +1,80 @@
+"""Helpers to run the sbx simulator (`tests/fakes/sbx`) from tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+FAKES = Path(__file__).resolve().parent
+SBX = FAKES / "sbx"
+
+
+@dataclass
+class Sim:
+    """One simulator instance: its state dir, a world-readable scratch dir, and its env."""
+
+    state: Path
+    scratch: Path
+    env: dict[str, str]
+
+    def __call__(
+        self, *args: str, input: str | None = None, check: bool = False, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            ["sbx", *args],
+            input=input if input is not None else "",
+            capture_output=True,
+            text=True,
+            env=self.env,
+            check=False,
+            timeout=timeout,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"sbx {args} failed: {result.stderr}")
+        return result
+
+    def workspace(self, name: str = "ws") -> Path:
+        path = self.scratch / name
+        path.mkdir(mode=0o755, exist_ok=True)
+        return path
+
+    def outputs(self) -> str:
+        """Everything the simulator wrote except the keychain (the host credential store)."""
+        parts = []
+        for path in sorted(self.state.rglob("*")):
+            if path.is_file() and path.name != "keychain.json":
+                parts.append(path.read_text(errors="replace"))
+        return "\n".join(parts)
+
+
+def sim_env(state: Path, version: str | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(FAKES), str(Path(sys.executable).parent), env["PATH"]])
+    env["SBX_SIM_STATE"] = str(state)
+    if version:
+        env["SBX_SIM_VERSION"] = version
+    else:
+        env.pop("SBX_SIM_VERSION", None)
+    return env
+
+
+@contextmanager
+def simulator(version: str | None = None) -> Iterator[Sim]:
+    """A fresh simulator with world-readable dirs under /tmp (the agent uid must read them)."""
+    scratch = Path(tempfile.mkdtemp(prefix="sbxsim-", dir="/tmp"))
+    os.chmod(scratch, 0o755)  # noqa: S103 - uid 1000 runs sandbox commands in here
+    sim = Sim(state=scratch / "state", scratch=scratch, env=sim_env(scratch / "state", version))
+    try:
+        yield sim
+    finally:
+        if sim.state.exists():
+            for name in sim("ls", "-q").stdout.split():
+                sim("rm", "-f", name)
+        shutil.rmtree(scratch, ignore_errors=True)
