@@ -1,0 +1,5 @@
+"""`python -m launcher`."""
+
+from launcher.run import main
+
+raise SystemExit(main())
