@@ -1,0 +1,109 @@
+"""The control API under `/_emulator/` (user key): health, redacted state, faults, agent control.
+
+- `GET health`: liveness and counts (no secrets).
+- `GET state`: the whole state without any key digest.
+- `POST faults/drop`: abort every WebSocket with no close frame (a network cut).
+- `POST faults/pause?seconds=N`: stop delivering and answering for N seconds.
+- `POST agents/{id}/control`: push `agent.control` (interrupt/stop/play) to an agent;
+  `stop` also makes lifecycle calls in that room answer 204 until `play`.
+A restart is a real process restart with `--state-file`, so there is no restart fault.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from bandkit.emulator import ops, wire
+from bandkit.emulator.api import body, data, endpoint
+from bandkit.emulator.channels import Kind, Principal
+from bandkit.emulator.context import Platform
+from bandkit.emulator.errors import invalid, not_found
+
+control = endpoint(Kind.USER, gated=False)
+MAX_PAUSE_S = 3600.0
+
+
+@control
+async def health(request: Request, platform: Platform, _: Principal) -> Response:
+    state = platform.state
+    return data(
+        {
+            "status": "paused" if not platform.gate.is_set() else "ok",
+            "agents": len(state.agents),
+            "rooms": len(state.rooms),
+            "messages": len(state.messages),
+            "sockets": len(platform.broker.sockets),
+            "online_agents": sorted(platform.broker.agent_sockets),
+        }
+    )
+
+
+@control
+async def snapshot(request: Request, platform: Platform, _: Principal) -> Response:
+    return data(wire.redacted(platform.state))
+
+
+@control
+async def drop(request: Request, platform: Platform, _: Principal) -> Response:
+    return data({"dropped": platform.drop_sockets()})
+
+
+@control
+async def pause(request: Request, platform: Platform, _: Principal) -> Response:
+    raw = request.query_params.get("seconds", "")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise invalid("/seconds", "is required and must be a number") from None
+    if not 0 < seconds <= MAX_PAUSE_S:
+        raise invalid("/seconds", f"must be > 0 and <= {MAX_PAUSE_S:.0f}")
+    platform.pause(seconds)
+    return data({"paused_for": seconds})
+
+
+@control
+async def agent_control(request: Request, platform: Platform, _: Principal) -> Response:
+    agent_id = request.path_params["agent_id"]
+    if agent_id not in platform.state.agents:
+        raise not_found("agent")
+    fields = await body(request)
+    mode = fields.get("mode")
+    if mode not in ("interrupt", "stop", "play"):
+        raise invalid("/mode", "must be interrupt, stop or play")
+    room_id = fields.get("room_id")
+    if room_id is not None:
+        ops.room_for_agent(platform.state, str(room_id), agent_id)
+    rooms = (
+        [str(room_id)]
+        if room_id is not None
+        else [r.id for r in platform.state.rooms.values() if agent_id in r.participants]
+    )
+    for rid in rooms:
+        if mode == "stop":
+            platform.stopped.add((agent_id, rid))
+        elif mode == "play":
+            platform.stopped.discard((agent_id, rid))
+    payload = {
+        "mode": mode,
+        "scope": "room" if room_id is not None else "agent",
+        "agent_id": agent_id,
+        "room_id": room_id,
+        "correlation_id": str(uuid.uuid4()),
+    }
+    topic = ops.agent_control_topic(agent_id)
+    platform.broker.publish([ops.Push(topic, "agent.control", payload, users=False)])
+    return data(payload)
+
+
+PREFIX = "/_emulator"
+ROUTES = [
+    Route(f"{PREFIX}/health", health, methods=["GET"]),
+    Route(f"{PREFIX}/state", snapshot, methods=["GET"]),
+    Route(f"{PREFIX}/faults/drop", drop, methods=["POST"]),
+    Route(f"{PREFIX}/faults/pause", pause, methods=["POST"]),
+    Route(f"{PREFIX}/agents/{{agent_id}}/control", agent_control, methods=["POST"]),
+]

@@ -1,0 +1,265 @@
+"""The emulator's server lifecycle: `Emulator.startup()` / `serve()` / `shutdown(timeout)`.
+
+Web stack: Starlette on uvicorn. Both are already locked dependencies, well kept, and
+typed; Starlette gives plain routes for ~30 REST paths, a WebSocket route with the
+denial-response extension (so an upgrade can be refused with the platform's JSON body:
+409 `connection_conflict`), and streaming responses for the live pages. uvicorn gives a
+server we can drive phase by phase (`startup(sockets=...)`, `shutdown()`) from our own
+loop, WebSocket keepalive pings (which is how a frozen agent gets dropped), and TLS.
+We bind the socket ourselves so a busy port is our `EmulatorError`, not uvicorn's
+`sys.exit`, and we never run uvicorn's polling main loop: `serve()` awaits an event.
+aiohttp would also fit, but it is not a dependency here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+from bandkit.emulator import control, pages, persistence, rest_agent, rest_human, tls, ws_endpoint
+from bandkit.emulator.api import error_response
+from bandkit.emulator.context import Platform, utc_now
+from bandkit.emulator.errors import EmulatorError, Phase
+from bandkit.emulator.persistence import Saver
+from bandkit.emulator.state import EmulatorState, User
+
+log = logging.getLogger("bandkit.emulator")
+
+HANDLED_SIGNALS = (
+    signal.SIGINT,  # Ctrl-C: graceful stop; a second one shortens the grace to nothing
+    signal.SIGTERM,  # `platform.down`, service managers: graceful stop
+)
+SHUTDOWN_CLOSE_CODE = 1001  # "going away": the SDK reconnects with backoff
+
+
+@dataclass(frozen=True)
+class EmulatorConfig:
+    """Everything `python -m bandkit.emulator` can set; defaults live here only."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    state_file: Path | None = None
+    tls: bool = False
+    tls_dir: Path | None = None
+    ws_ping_interval: float = 20.0
+    ws_ping_timeout: float = 20.0
+    shutdown_timeout: float = 5.0
+    access_log: bool = False
+    extra_tls_hosts: tuple[str, ...] = field(default_factory=tuple)
+
+
+def new_state() -> EmulatorState:
+    now = utc_now()
+    user = User(
+        id=str(uuid.uuid4()),
+        name="Local User",
+        handle="local-user",
+        email="user@band.local",
+        inserted_at=now,
+    )
+    return EmulatorState(user=user)
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", ""):  # noqa: S104 - rendering, not binding
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    platform: Platform = request.app.state.platform
+    key = (request.method, request.url.path)
+    if key not in platform.unhandled_seen:
+        platform.unhandled_seen.add(key)
+        log.warning("UNHANDLED %s %s", request.method, request.url.path)
+    return error_response(404, "not_found", f"no route for {request.method} {request.url.path}")
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    log.error("internal error on %s %s: %r", request.method, request.url.path, exc)
+    return error_response(500, "internal_error", "the emulator failed on this request")
+
+
+def build_app(platform: Platform) -> Starlette:
+    routes = [
+        *rest_human.ROUTES,
+        *rest_agent.ROUTES,
+        *control.ROUTES,
+        *ws_endpoint.ROUTES,
+        *pages.ROUTES,
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={404: _not_found, 405: _not_found, Exception: _server_error},
+    )
+    app.state.platform = platform
+    return app
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family = infos[0][0]
+        sock = socket.create_server((host, port), family=family)
+    except (OSError, IndexError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise EmulatorError(
+            Phase.BIND, f"cannot listen on {host}:{port} ({reason}); pick another --port or --host"
+        ) from None
+    sock.setblocking(False)
+    return sock
+
+
+class Emulator:
+    """The local Band platform: one port, REST + Phoenix WebSocket + control API + pages."""
+
+    def __init__(self, config: EmulatorConfig, *, user_key: str) -> None:
+        self.config = config
+        self._user_key = user_key
+        self.ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self.rest_url = ""
+        self.ws_url = ""
+        self.ca_file: Path | None = None
+        self.platform: Platform | None = None
+        self._server: uvicorn.Server | None = None
+        self._socket: socket.socket | None = None
+        self._saver: Saver | None = None
+
+    # --- phases -----------------------------------------------------------------------
+
+    async def startup(self) -> None:
+        """Load state, bind, start serving; sets `ready` when clients can connect."""
+        config = self.config
+        state = None
+        if config.state_file is not None:
+            persistence.check_writable(config.state_file)
+            state = persistence.load(config.state_file)
+        state = state or new_state()
+        if config.state_file is not None:
+            self._saver = Saver(config.state_file, state)
+        self.platform = Platform(state, self._user_key, self._saver)
+        self.platform.drop_sockets = self.drop_sockets
+
+        ssl_kwargs: dict[str, Any] = {}
+        if config.tls:
+            tls_dir = config.tls_dir or (
+                config.state_file.parent / "emulator-tls"
+                if config.state_file is not None
+                else Path.cwd() / ".run" / "emulator-tls"
+            )
+            files = tls.ensure(tls_dir, [config.host, *config.extra_tls_hosts])
+            self.ca_file = files.ca_cert
+            ssl_kwargs = {"ssl_certfile": str(files.cert), "ssl_keyfile": str(files.key)}
+
+        self._socket = _bind(config.host, config.port)
+        port = self._socket.getsockname()[1]
+        uv_config = uvicorn.Config(
+            build_app(self.platform),
+            lifespan="off",
+            ws="websockets-sansio",
+            ws_ping_interval=config.ws_ping_interval,
+            ws_ping_timeout=config.ws_ping_timeout,
+            timeout_graceful_shutdown=max(1, round(config.shutdown_timeout)),
+            access_log=config.access_log,
+            log_config=None,
+            server_header=False,
+            **ssl_kwargs,
+        )
+        self._server = uvicorn.Server(uv_config)
+        # What uvicorn's own `_serve` does before `startup` (we skip its polling main loop).
+        uv_config.load()
+        self._server.lifespan = uv_config.lifespan_class(uv_config)
+        await self._server.startup(sockets=[self._socket])
+        if self._saver is not None:
+            self._saver.start()
+            self._saver.mark_dirty()
+        host = _url_host(config.host)
+        secure = "s" if config.tls else ""
+        self.rest_url = f"http{secure}://{host}:{port}"
+        self.ws_url = f"ws{secure}://{host}:{port}{ws_endpoint.SOCKET_PATH}"
+        self.ready.set()
+        log.info("serving on %s", self.rest_url)
+
+    async def serve(self) -> None:
+        """Start, run until `stop()` is called, then shut down within the grace period."""
+        await self.startup()
+        try:
+            await self._stop.wait()
+        finally:
+            await self.shutdown(self.config.shutdown_timeout)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def force(self) -> None:
+        """Stop waiting for open connections during shutdown."""
+        if self._server is not None:
+            self._server.force_exit = True
+
+    async def shutdown(self, timeout: float) -> None:
+        """Close sockets (1001) and page feeds, stop uvicorn within `timeout`, save state."""
+        if self.platform is not None:
+            self.platform.resume()
+            self.platform.broker.close_all(SHUTDOWN_CLOSE_CODE, "emulator shutting down")
+        server = self._server
+        if server is not None:
+            server.config.timeout_graceful_shutdown = max(1, round(timeout))
+            try:
+                await asyncio.wait_for(server.shutdown(), timeout=timeout + 1.0)
+            except TimeoutError:
+                log.error("shutdown did not finish within %.1f s; leaving the rest", timeout)
+            self._server = None
+        if self._saver is not None:
+            await self._saver.stop()
+            self._saver = None
+        self.ready.clear()
+
+    # --- faults -----------------------------------------------------------------------
+
+    def drop_sockets(self) -> int:
+        """Abort every WebSocket's TCP connection without a close frame; return how many."""
+        if self._server is None:
+            return 0
+        dropped = 0
+        for connection in list(self._server.server_state.connections):
+            if isinstance(connection, WebSocketsSansIOProtocol) and connection.transport:
+                connection.transport.abort()
+                dropped += 1
+        log.warning("FAULT drop: aborted %d WebSocket connection(s)", dropped)
+        return dropped
+
+
+async def run_until_signalled(emulator: Emulator) -> None:
+    """`serve()` with HANDLED_SIGNALS wired to a graceful stop; handlers restored after."""
+    loop = asyncio.get_running_loop()
+    received: list[int] = []
+
+    def on_signal(sig: int) -> None:
+        received.append(sig)
+        if len(received) > 1:
+            log.warning("second signal: not waiting for open connections")
+            emulator.force()
+        emulator.stop()
+
+    for sig in HANDLED_SIGNALS:
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        await emulator.serve()
+    finally:
+        for sig in HANDLED_SIGNALS:
+            loop.remove_signal_handler(sig)
