@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import nox
@@ -16,7 +17,7 @@ import nox
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.sessions = ["tests", "lint", "typecheck", "docker_tests"]
 
 ROOT = Path(__file__).parent
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -53,10 +54,35 @@ def _git_files(session: nox.Session, pattern: str) -> list[str]:
     return sorted(set(str(out).split()))
 
 
+def _docker_answers() -> bool:
+    """True when `docker info` reaches a daemon (client alone is not enough)."""
+    if shutil.which("docker") is None:
+        return False
+    probe = subprocess.run(
+        ["docker", "info", "--format", "{{.ServerVersion}}"],
+        capture_output=True,
+        check=False,
+        timeout=30,
+    )
+    return probe.returncode == 0
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit and integration tests (no Docker, no live platform). Posargs go to pytest."""
     _pytest(session, marks="not docker and not live", groups=("dev", "browser"))
+
+
+@nox.session
+def docker_tests(session: nox.Session) -> None:
+    """Real containers from the kit image (needs dockerd; `invoke image.bases` first)."""
+    if not _docker_answers():
+        if os.environ.get("CI"):
+            session.error(
+                "no Docker daemon answers: run `uv run invoke ci.prepare --lane docker_tests`"
+            )
+        session.skip("no Docker daemon answers (`uv run invoke ci.prepare --lane docker_tests`)")
+    _pytest(session, marks="docker")
 
 
 @nox.session
@@ -69,6 +95,7 @@ def lint(session: nox.Session) -> None:
     session.run(
         "uv", "lock", "--check", "--directory", "docker/band_python_kit/echo-agent", external=True
     )
+    session.run("uv", "lock", "--check", "--directory", "docker/band_python_kit/sdk", external=True)
     scripts = [".ci/run", *_git_files(session, "*.sh")]
     if shutil.which("shellcheck"):
         session.run("shellcheck", *scripts, external=True)

@@ -7,13 +7,17 @@ when they hold a real task.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from invoke.collection import Collection
 from invoke.context import Context
 from invoke.exceptions import Exit
 from invoke.tasks import task
 
-from bandkit import ciprep
+from bandkit import ciprep, image_bases, image_build, image_push, kitspec
 from bandkit import doctor as doctor_mod
+from bandkit.image_facts import LOCAL_TAG, SPEC, host_arch
+from bandkit.image_run import ImageError
 
 
 @task
@@ -46,4 +50,124 @@ def prepare(c: Context, lane: list[str]) -> None:
         raise Exit(f"ci.prepare: {exc}", code=1) from None
 
 
-ns = Collection(doctor, Collection("ci", prepare))
+@task(
+    help={"arch": "architecture to make bases for (repeatable): amd64 (default), arm64 (qemu)"},
+    iterable=["arch"],
+)
+def bases(c: Context, arch: list[str]) -> None:
+    """Make local Python and uv base images when the official ones cannot be pulled."""
+    try:
+        for line in image_bases.ensure_bases(tuple(arch or [host_arch()])):
+            print(f"image.bases: {line}")
+    except ImageError as exc:
+        raise Exit(str(exc), code=1) from None
+
+
+@task(
+    help={
+        "platform": "linux/amd64 or linux/arm64 (repeatable; several = per-arch tags)",
+        "sdk_extra": "one optional band-sdk extra locked in docker/band_python_kit/sdk",
+        "tag": f"image tag (default {LOCAL_TAG})",
+        "base": "official (the Dockerfile's digest pins) or local (`invoke image.bases`)",
+        "build_ca": "extra CA certificate file trusted by the builder stage only (repeatable)",
+        "no_cache": "rebuild every layer",
+    },
+    iterable=["platform", "build_ca"],
+)
+def build(
+    c: Context,
+    platform: list[str],
+    sdk_extra: str = "",
+    tag: str = LOCAL_TAG,
+    base: str = "official",
+    build_ca: list[str] | None = None,
+    no_cache: bool = False,
+) -> None:
+    """Build the kit image, printing each build step; ends with tag, id and time."""
+    if base not in ("official", "local"):
+        raise Exit(f"image.build: --base must be official or local, got {base!r}", code=1)
+    request = image_build.BuildRequest(
+        platforms=tuple(platform),
+        tag=tag,
+        base="local" if base == "local" else "official",
+        sdk_extra=sdk_extra,
+        build_ca=tuple(Path(p) for p in build_ca or ()),
+        no_cache=no_cache,
+    )
+    try:
+        for item in image_build.build(request):
+            print(
+                f"image.build: built {item.tag} ({item.platform}) {item.image_id} "
+                f"in {item.seconds:.1f}s"
+            )
+    except ImageError as exc:
+        raise Exit(str(exc), code=1) from None
+
+
+@task(
+    help={
+        "registry": "HOST[:PORT]/NAME to push to, e.g. 127.0.0.1:5000/band-python-kit",
+        "tag": "tag to publish (repeatable): X.Y.Z or X.Y.Z-rN first, then latest/<major>",
+        "source": f"local image to push (default {LOCAL_TAG})",
+        "arch": "push per-arch builds `<source>-<arch>` merged into one manifest (repeatable)",
+    },
+    iterable=["tag", "arch"],
+)
+def push(
+    c: Context,
+    registry: str,
+    tag: list[str],
+    source: str = LOCAL_TAG,
+    arch: list[str] | None = None,
+) -> None:
+    """Push immutable tags (never overwriting), read the digest back, then move floating tags."""
+    try:
+        pushed = image_push.push(source, registry, tag, arches=tuple(arch or ()))
+    except ImageError as exc:
+        raise Exit(str(exc), code=1) from None
+    print(pushed.by_digest())
+
+
+@task(
+    help={
+        "image_ref": "registry reference without digest, e.g. 127.0.0.1:5000/band-python-kit:1.0.0",
+        "digest": "sha256:<64 hex> as printed by `invoke image.push`",
+        "spec": "spec to read (default docker/band_python_kit/spec.yaml; never modified)",
+        "output": "write the stamped copy here (default: stdout)",
+    }
+)
+def stamp(c: Context, image_ref: str, digest: str, spec: str = "", output: str = "") -> None:
+    """Write a copy of spec.yaml whose only change is `image: REF@sha256:...`."""
+    source = Path(spec) if spec else SPEC
+    try:
+        stamped = kitspec.stamp(source.read_text(encoding="utf-8"), image_ref, digest)
+    except (OSError, kitspec.SpecError) as exc:
+        raise Exit(
+            str(exc) if isinstance(exc, kitspec.SpecError) else f"kit.stamp: {exc}", code=1
+        ) from None
+    if output:
+        Path(output).write_text(stamped, encoding="utf-8")
+        print(f"kit.stamp: wrote {output}")
+    else:
+        print(stamped, end="")
+
+
+@task(help={"spec": "spec to validate (default docker/band_python_kit/spec.yaml)"})
+def validate(c: Context, spec: str = "") -> None:
+    """`sbx kit validate` when sbx is installed, else our schema checks: PASS or INVALID."""
+    path = Path(spec) if spec else SPEC
+    try:
+        verdict = kitspec.validate_file(path)
+    except kitspec.SpecError as exc:
+        raise Exit(str(exc), code=1) from None
+    print(verdict.render(path))
+    if not verdict.ok:
+        raise Exit(code=1)
+
+
+ns = Collection(
+    doctor,
+    Collection("ci", prepare),
+    Collection("image", bases, build, push),
+    Collection("kit", stamp, validate),
+)

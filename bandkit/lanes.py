@@ -37,6 +37,12 @@ LANES: tuple[Lane, ...] = (
     Lane("lint", "lint", apt=("shellcheck",)),
     Lane("typecheck", "typecheck"),
     Lane("tests", "tests"),
+    Lane(
+        "docker_tests",
+        "docker_tests",
+        docker=True,
+        apt=("docker-registry", "debootstrap", "openssl"),
+    ),
 )
 
 _GATE = re.compile(r"matrix\.lane\s*[!=]=\s*['\"]([^'\"]+)['\"]")

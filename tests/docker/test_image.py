@@ -1,0 +1,143 @@
+"""The image's promises, checked in real containers through the real entrypoint."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from bandkit.image_facts import uv_version
+from launcher.constants import AGENT_HOME, AGENT_UID, DEFAULT_SDK_HOME
+
+from .conftest import HOME_OVERRIDE, run
+
+pytestmark = pytest.mark.docker
+
+
+def _status(container: str) -> dict[str, str]:
+    """PID 1's /proc status, read from outside the workload (not `exec whoami`)."""
+    out = subprocess.run(
+        ["docker", "exec", container, "cat", "/proc/1/status"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
+    return dict(line.split(":\t", 1) for line in out.splitlines() if ":\t" in line)
+
+
+def test_pid1_runs_as_agent_uid_with_no_capabilities(container: str) -> None:
+    status = _status(container)
+    assert status["Uid"].split() == [str(AGENT_UID)] * 4
+    assert status["Gid"].split() == [str(AGENT_UID)] * 4
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(status[cap], 16) == 0, cap
+    assert status["NoNewPrivs"].strip() == "1"
+    top = subprocess.run(
+        ["docker", "top", container, "-o", "pid,uid,args"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.splitlines()
+    assert [line.split()[1] for line in top[1:]] == [str(AGENT_UID)]
+    assert "sleep 300" in top[1]
+
+
+def test_sdk_venv_and_uv_are_read_only_and_off_path(kit_image: str) -> None:
+    script = r"""
+set -u
+echo "path=$PATH"
+echo "python_on_path=$(command -v python || echo none)"
+echo "uv_on_path=$(command -v uv || echo none)"
+touch "$BAND_SDK_HOME/venv/probe" 2>/dev/null && echo venv=writable || echo venv=readonly
+touch "$BAND_SDK_HOME/bin/probe" 2>/dev/null && echo bin=writable || echo bin=readonly
+echo "sp=$(find "$BAND_SDK_HOME" -writable | wc -l)"
+echo "uv=$("$BAND_SDK_UV" --version)"
+echo "home=$HOME uid=$(id -u)"
+"""
+    proc = run(kit_image, "bash", "-c", script)
+    assert proc.returncode == 0, proc.stderr
+    facts = dict(line.split("=", 1) for line in proc.stdout.splitlines())
+    assert DEFAULT_SDK_HOME not in facts["path"]
+    assert facts["python_on_path"] == "none" or DEFAULT_SDK_HOME not in facts["python_on_path"]
+    assert facts["uv_on_path"] == "none"
+    assert facts["venv"] == "readonly"
+    assert facts["bin"] == "readonly"
+    assert facts["sp"] == "0"
+    assert facts["uv"].startswith(f"uv {uv_version()}")
+    assert facts["home"] == f"{AGENT_HOME} uid={AGENT_UID}"
+
+
+def test_sdk_python_imports_band_and_launcher_from_compiled_bytecode(kit_image: str) -> None:
+    code = (
+        "import os, band, launcher; "
+        "print(band.__file__); print(launcher.__file__); "
+        "print(os.path.exists(band.__cached__))"
+    )
+    proc = run(kit_image, "bash", "-c", f'exec "$BAND_SDK_PYTHON" -c "{code}"')
+    assert proc.returncode == 0, proc.stderr
+    band_file, launcher_file, cached = proc.stdout.split()
+    assert band_file.startswith(f"{DEFAULT_SDK_HOME}/venv/")
+    assert launcher_file.startswith(f"{DEFAULT_SDK_HOME}/venv/")  # installed, not editable
+    assert cached == "True"  # .pyc shipped: a read-only venv cannot cache them later
+
+
+def test_console_script_shebangs_point_at_the_final_venv(kit_image: str) -> None:
+    script = 'for f in "$BAND_SDK_HOME"/venv/bin/*; do head -c2 "$f" | grep -q "#!" && head -1 "$f"; done'  # noqa: E501
+    proc = run(kit_image, "bash", "-c", script)
+    assert proc.returncode == 0, proc.stderr
+    shebangs = set(proc.stdout.splitlines())
+    assert shebangs, "no console scripts found"
+    assert shebangs == {f"#!{DEFAULT_SDK_HOME}/venv/bin/python"}, shebangs
+
+
+def test_customer_conflicting_pin_leaves_the_sdk_venv_untouched(kit_image: str) -> None:
+    fingerprint = 'find "$BAND_SDK_HOME" -type f -printf "%p %s %T@\\n" | sort | md5sum'
+    script = f"""
+set -euo pipefail
+before=$({fingerprint})
+"$BAND_SDK_UV" venv --quiet "$HOME/ws/.venv"
+"$BAND_SDK_UV" pip install --quiet --python "$HOME/ws/.venv/bin/python" httpx==0.23.0
+echo "customer=$("$HOME/ws/.venv/bin/python" -c 'import httpx; print(httpx.__version__)')"
+echo "sdk=$("$BAND_SDK_PYTHON" -c 'import httpx; print(httpx.__version__)')"
+after=$({fingerprint})
+[[ "$before" == "$after" ]] && echo untouched=yes || echo untouched=no
+"""
+    # Reaching PyPI from the container: trust what the host trusts (an intercepting proxy).
+    proc = run(
+        kit_image,
+        "bash",
+        "-c",
+        script,
+        env={"SSL_CERT_FILE": "/tmp/host-ca.crt"},
+        docker_args=["--volume", "/etc/ssl/certs/ca-certificates.crt:/tmp/host-ca.crt:ro"],
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    facts = dict(line.split("=", 1) for line in proc.stdout.splitlines())
+    assert facts["customer"] == "0.23.0"
+    assert facts["sdk"] != "0.23.0"
+    assert re.match(r"^\d+\.\d+", facts["sdk"])
+    assert facts["untouched"] == "yes"
+
+
+def test_sdk_home_override_still_starts(sdk_home_image: str) -> None:
+    proc = run(
+        sdk_home_image,
+        "bash",
+        "-c",
+        'echo "$BAND_SDK_PYTHON"; "$BAND_SDK_PYTHON" -c "import band, launcher"; id -u',
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [f"{HOME_OVERRIDE}/venv/bin/python", str(AGENT_UID)]
+
+
+def test_missing_sdk_interpreter_fails_closed(kit_image: str) -> None:
+    proc = run(kit_image, "bash", "-c", "echo RAN", env={"BAND_SDK_PYTHON": "/nonexistent/python"})
+    assert proc.returncode == 1
+    assert "RAN" not in proc.stdout
+    assert proc.stderr.strip() == (
+        "[band-python-kit] ERROR: SDK interpreter not found at /nonexistent/python"
+    )

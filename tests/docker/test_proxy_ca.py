@@ -1,0 +1,189 @@
+"""PROXY_CA_CERT_B64: a synthetic CA makes TLS to a server it signed succeed as uid 1000."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import http.server
+import ipaddress
+import os
+import ssl
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from .conftest import run
+
+pytestmark = pytest.mark.docker
+PROBE = (
+    "import httpx, os, sys\n"
+    "try:\n"
+    "    r = httpx.get(sys.argv[1], timeout=10)\n"
+    "    print('uid', os.getuid(), 'status', r.status_code)\n"
+    "except httpx.ConnectError as exc:\n"
+    "    print('uid', os.getuid(), 'error', 'CERTIFICATE_VERIFY_FAILED' in str(exc))\n"
+)
+INVALID_CA = "[band-python-kit] ERROR: PROXY_CA_CERT_B64 did not decode to a valid PEM certificate"
+
+
+def _cert(
+    subject: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Certificate | None,
+    signer: ec.EllipticCurvePrivateKey,
+) -> x509.Certificate:
+    now = dt.datetime.now(dt.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer.subject if issuer else name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+    )
+    if issuer is None:
+        builder = builder.add_extension(
+            x509.BasicConstraints(ca=True, path_length=None), critical=True
+        )
+        builder = builder.add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+    else:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+    return builder.sign(signer, hashes.SHA256())
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """An HTTPS server on 127.0.0.1 signed by a fresh CA; yields (url, CA PEM base64)."""
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _cert("bandkit test proxy CA", ca_key, None, ca_key)
+    leaf_key = ec.generate_private_key(ec.SECP256R1())
+    leaf = _cert("127.0.0.1", leaf_key, ca, ca_key)
+    folder: Path = tmp_path_factory.mktemp("tls")
+    (folder / "leaf.pem").write_bytes(
+        leaf.public_bytes(serialization.Encoding.PEM)
+        + leaf_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(folder / "leaf.pem")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    ca_b64 = base64.b64encode(ca.public_bytes(serialization.Encoding.PEM)).decode()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}/", ca_b64
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def _probe(image: str, url: str, env: dict[str, str]) -> tuple[int, str, str]:
+    proc = run(
+        image,
+        "bash",
+        "-c",
+        'exec "$BAND_SDK_PYTHON" -c "$0" "$1"',
+        PROBE,
+        url,
+        env=env,
+        docker_args=["--network", "host"],
+    )
+    return proc.returncode, proc.stdout.strip(), proc.stderr.strip()
+
+
+def test_proxy_ca_makes_tls_succeed_as_agent(kit_image: str, tls_server: tuple[str, str]) -> None:
+    url, ca_b64 = tls_server
+    code, out, err = _probe(kit_image, url, {"PROXY_CA_CERT_B64": ca_b64})
+    assert (code, out) == (0, "uid 1000 status 200"), err
+
+
+def test_without_proxy_ca_verification_fails(kit_image: str, tls_server: tuple[str, str]) -> None:
+    url, _ = tls_server
+    code, out, err = _probe(kit_image, url, {})
+    assert (code, out) == (0, "uid 1000 error True"), err
+
+
+def test_proxy_ca_is_appended_once_across_restarts(
+    kit_image: str, tls_server: tuple[str, str]
+) -> None:
+    """sbx re-runs the startup command on every start: the bundle must not grow."""
+    _, ca_b64 = tls_server
+    count = ["bash", "-c", "grep -c 'BEGIN CERT' /etc/ssl/certs/ca-certificates.crt"]
+    without = run(kit_image, *count)
+    name = f"bandkit-restart-{uuid.uuid4().hex[:8]}"
+    create = ["docker", "create", "--name", name, "--env", "PROXY_CA_CERT_B64", kit_image, *count]
+    env = {**os.environ, "PROXY_CA_CERT_B64": ca_b64}
+    subprocess.run(create, env=env, capture_output=True, check=True, timeout=60)
+    try:
+        starts = [
+            subprocess.run(
+                ["docker", "start", "--attach", name],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=60,
+            ).stdout.strip()
+            for _ in range(2)
+        ]
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False, timeout=60)
+    base = int(without.stdout.strip())
+    assert starts == [str(base + 1), str(base + 1)]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "not base64 at all!!",
+        base64.b64encode(b"hello, not a certificate").decode(),
+        base64.b64encode(
+            b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+        ).decode(),
+    ],
+    ids=["bad-base64", "not-pem", "corrupt-pem"],
+)
+def test_invalid_proxy_ca_fails_closed(kit_image: str, value: str) -> None:
+    proc = run(kit_image, "bash", "-c", "echo RAN", env={"PROXY_CA_CERT_B64": value})
+    assert proc.returncode == 1
+    assert "RAN" not in proc.stdout
+    assert proc.stderr.strip() == INVALID_CA
