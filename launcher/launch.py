@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -69,8 +70,14 @@ def _stamp_for(raw_state_path: object, workspace: Path, sdk_home: Path) -> dict[
     return read_stamp(Path(raw_state_path))
 
 
-def resolve_launch(env: LauncherEnv) -> ResolvedLaunch:
-    """identity -> config -> paths -> credentials; raises LauncherError(phase, ...)."""
+def resolve_launch(
+    env: LauncherEnv, *, on_paths: Callable[[Path], object] | None = None
+) -> ResolvedLaunch:
+    """identity -> config -> paths -> credentials; raises LauncherError(phase, ...).
+
+    Writes nothing itself; `on_paths(log_path)` runs once paths resolve (the
+    launch uses it to start launcher.log, --check passes nothing).
+    """
     uid = require_agent_uid(env)
     logger.info("phase identity: uid %d", uid)
 
@@ -100,6 +107,13 @@ def resolve_launch(env: LauncherEnv) -> ResolvedLaunch:
         )
 
     paths = resolve_paths(spec, workspace, sdk_home)
+    if on_paths is not None:
+        try:
+            on_paths(paths.log_path)
+        except OSError as exc:
+            raise LauncherError(
+                Phase.PATHS, f"cannot write the launcher log under {paths.log_path}: {exc.strerror}"
+            ) from None
     logger.info("phase paths: project %s, entrypoint %s", paths.project, paths.entrypoint)
 
     credentials = resolve_credentials(spec, env, workspace)

@@ -20,6 +20,17 @@ def _formatter() -> logging.Formatter:
     return logging.Formatter(FORMAT, datefmt=DATE_FORMAT, style="{")
 
 
+class EarlyRecords(logging.Handler):
+    """Keeps the records logged before the log path is known, for launcher.log."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 def configure_console(level: str = "") -> None:
     root = logging.getLogger()
     for handler in list(root.handlers):
@@ -27,6 +38,7 @@ def configure_console(level: str = "") -> None:
     console = logging.StreamHandler(sys.stderr)
     console.setFormatter(_formatter())
     root.addHandler(console)
+    root.addHandler(EarlyRecords())
     name = (level or "INFO").upper()
     root.setLevel(name if name in logging.getLevelNamesMapping() else "INFO")
 
@@ -38,5 +50,10 @@ def add_log_file(log_dir: Path) -> Path:
     handler = logging.FileHandler(path, encoding="utf-8")
     path.chmod(0o600)
     handler.setFormatter(_formatter())
-    logging.getLogger().addHandler(handler)
+    root = logging.getLogger()
+    for early in [h for h in root.handlers if isinstance(h, EarlyRecords)]:
+        root.removeHandler(early)
+        for record in early.records:
+            handler.handle(record)
+    root.addHandler(handler)
     return path

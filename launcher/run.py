@@ -40,13 +40,14 @@ def main(argv: list[str] | None = None) -> int:
         from launcher.environment import LauncherEnv
         from launcher.launch import execute, resolve_launch
 
-        launch = resolve_launch(LauncherEnv.from_environ())
+        launch = resolve_launch(
+            LauncherEnv.from_environ(), on_paths=None if check else add_log_file
+        )
         if check:
             from launcher.report import check_report
 
             print("\n".join(check_report(launch)), flush=True)
             return 0
-        add_log_file(launch.log_path)
         execute(launch)
     except LauncherError as exc:
         logger.error("launch failed: %s", exc)
