@@ -1,0 +1,213 @@
+"""Shared builders for the emulator tests: clients, an observer, the echo agent process.
+
+Everything here drives real parts: the real `band_rest` client, the SDK's own
+`WebSocketClient` as the human observer, and the real echo agent from
+`docker/band_python_kit/echo-agent` run from its own locked environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from band.client.rest import AsyncRestClient
+from band.client.streaming import WebSocketClient
+from band_rest import AgentRegisterRequest, ChatMessageRequest, ChatRoomRequest, ParticipantRequest
+from band_rest.types import ChatMessageRequestMentionsItem
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ECHO_SRC = REPO_ROOT / "docker" / "band_python_kit" / "echo-agent"
+# Canary secrets: tests grep every output for them.
+USER_KEY = "canary-user-key-9d41f0"
+
+
+async def eventually(
+    check: Callable[[], bool | Awaitable[bool]], *, timeout: float, what: str
+) -> None:
+    """Wait until `check()` is true, or fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def human_client(rest_url: str, key: str = USER_KEY) -> AsyncRestClient:
+    return AsyncRestClient(api_key=key, base_url=rest_url)
+
+
+def raw_client(rest_url: str, key: str | None = USER_KEY) -> httpx.AsyncClient:
+    headers = {"x-api-key": key} if key is not None else {}
+    return httpx.AsyncClient(base_url=rest_url, headers=headers, timeout=10)
+
+
+@dataclass
+class Registered:
+    id: str
+    key: str
+    name: str
+
+
+async def register(human: AsyncRestClient, name: str = "Echo Bot") -> Registered:
+    response = await human.human_api_agents.register_my_agent(
+        agent=AgentRegisterRequest(name=name, description=f"{name} for tests")
+    )
+    return Registered(response.data.agent.id, response.data.credentials.api_key, name)
+
+
+async def create_room(human: AsyncRestClient, title: str = "test room") -> str:
+    room = await human.human_api_chats.create_my_chat_room(chat=ChatRoomRequest(title=title))
+    return room.data.id
+
+
+async def add(human: AsyncRestClient, room_id: str, agent_id: str) -> None:
+    await human.human_api_participants.add_my_chat_participant(
+        chat_id=room_id, participant=ParticipantRequest(participant_id=agent_id, role="member")
+    )
+
+
+async def mention(human: AsyncRestClient, room_id: str, agent: Registered, text: str) -> str:
+    sent = await human.human_api_messages.send_my_chat_message(
+        chat_id=room_id,
+        message=ChatMessageRequest(
+            content=f"@{agent.name} {text}",
+            mentions=[ChatMessageRequestMentionsItem(id=agent.id, name=agent.name)],
+        ),
+    )
+    return sent.data.id
+
+
+@dataclass
+class Seen:
+    event: str
+    payload: Any
+
+
+@dataclass
+class Observer:
+    """A human WebSocket observer: the SDK's `WebSocketClient` with the user key."""
+
+    ws_url: str
+    key: str = USER_KEY
+    seen: list[Seen] = field(default_factory=list)
+    _client: WebSocketClient | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def __aenter__(self) -> Observer:
+        self._client = WebSocketClient(self.ws_url, self.key)
+        await self._client.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._client is not None
+        await self._client.__aexit__(None, None, None)
+
+    async def watch(self, room_id: str) -> None:
+        assert self._client is not None
+
+        async def created(payload: Any) -> None:
+            self._record("message_created", payload)
+
+        async def updated(payload: Any) -> None:
+            self._record("message_updated", payload)
+
+        await self._client.join_chat_room_channel(room_id, created, updated)
+
+    def _record(self, event: str, payload: Any) -> None:
+        self.seen.append(Seen(event, payload))
+        self._changed.set()
+
+    def reply_to(self, text: str) -> Seen | None:
+        for item in self.seen:
+            content = item.payload.content if item.event == "message_created" else ""
+            if content.startswith("echo: ") and content.endswith(text):
+                return item
+        return None
+
+    def status_of(self, message_id: str, agent_id: str) -> list[str]:
+        """Delivery statuses this observer saw for one message and recipient, in order."""
+        out = []
+        for item in self.seen:
+            if item.event == "message_updated" and item.payload.id == message_id:
+                status = (item.payload.metadata.delivery_status or {}).get(agent_id, {})
+                out.append(status.get("status"))
+        return out
+
+    async def wait_reply(self, text: str, timeout: float = 30.0) -> Seen:
+        deadline = time.monotonic() + timeout
+        while (found := self.reply_to(text)) is None:
+            self._changed.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no reply 'echo: {text}' within {timeout:.0f}s")
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except TimeoutError:
+                continue
+        return found
+
+
+@dataclass
+class AgentProcess:
+    """The real echo agent (`main.py`) as a subprocess of its own locked interpreter."""
+
+    workspace: Path  # a synced copy of the echo-agent workspace
+    agent: Registered
+    rest_url: str
+    ws_url: str
+    log_path: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> AgentProcess:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "BAND_AGENT_ID": self.agent.id,
+            "BAND_API_KEY": self.agent.key,
+            "BAND_REST_URL": self.rest_url,
+            "BAND_WS_URL": self.ws_url,
+            "BAND_LOG_LEVEL": "INFO",
+            **self.extra_env,
+        }
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [str(self.workspace / ".venv" / "bin" / "python"), str(self.workspace / "main.py")],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        return self
+
+    def signal(self, signum: signal.Signals) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+
+    def stop(self, timeout: float = 25.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
