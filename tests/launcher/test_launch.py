@@ -1,0 +1,102 @@
+"""The resolved launch record, the child environment and the exec hand-off."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from launcher import launch as launch_module
+from launcher.config import Endpoints
+from launcher.errors import LauncherError
+from launcher.launch import ResolvedLaunch, build_child_environment, execute
+from launcher.stamp import base_interpreter
+
+
+def resolved(root: Path, **changes: Any) -> ResolvedLaunch:
+    project = root / "ws"
+    project.mkdir(exist_ok=True)
+    (project / "pyproject.toml").write_text("[project]\nname='x'\nversion='0'\n")
+    (project / "main.py").write_text("print('hi')\n")
+    values: dict[str, Any] = {
+        "workspace": project,
+        "config_path": project / "band.yaml",
+        "config_digest": "d" * 64,
+        "config_revalidated": True,
+        "project": project,
+        "entrypoint": project / "main.py",
+        "environment_path": root / "home" / "venv",
+        "state_path": root / "home" / "state",
+        "cache_path": root / "home" / "cache",
+        "log_path": root / "home" / "logs",
+        "sdk_home": Path("/opt/band"),
+        "sdk_uv": "",
+        "interpreter": base_interpreter(),
+        "agent_id": "agent-1",
+        "endpoints": Endpoints("https://r.example", "wss://w.example/s", insecure=False),
+        "credential_source": None,
+        "repo": None,
+        "credentials": {"BAND_API_KEY": "sk-live-000", "GH_TOKEN": "gh"},
+        "stamp": {},
+    }
+    values.update(changes)
+    return ResolvedLaunch(**values)
+
+
+def test_child_environment_is_exact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KEEP_ME", "1")
+    monkeypatch.setenv("band_api_key", "lowercase-spelling")
+    monkeypatch.setenv("HOME", "/root")
+    child = build_child_environment(resolved(tmp_path))
+    assert child["KEEP_ME"] == "1"
+    assert child["BAND_API_KEY"] == "sk-live-000"
+    assert child["GH_TOKEN"] == "gh"
+    assert child["BAND_AGENT_ID"] == "agent-1"
+    assert child["BAND_REST_URL"] == "https://r.example"
+    assert child["BAND_WS_URL"] == "wss://w.example/s"
+    assert child["HOME"] == "/home/agent"
+
+
+def test_execute_syncs_then_execs_the_venv_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    launch = resolved(tmp_path)
+    python = launch.environment_path / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("")
+    calls: list[object] = []
+    monkeypatch.setattr("launcher.sync.synchronize", lambda launch: calls.append("sync"))
+
+    def fake_execve(path: str, argv: list[str], env: dict[str, str]) -> None:
+        calls.append((path, argv, os.getcwd(), env["BAND_AGENT_ID"]))
+        raise SystemExit(0)  # a real execve never returns
+
+    monkeypatch.setattr(launch_module.os, "execve", fake_execve)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        execute(launch)
+    assert calls == [
+        "sync",
+        (str(python), [str(python), str(launch.entrypoint)], str(launch.project), "agent-1"),
+    ]
+
+
+def test_missing_interpreter_after_sync_fails_in_exec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("launcher.sync.synchronize", lambda launch: None)
+    with pytest.raises(LauncherError, match=r"^\[exec\] the venv has no interpreter"):
+        execute(resolved(tmp_path))
+
+
+def test_exec_failure_is_an_exec_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    launch = resolved(tmp_path)
+    python = launch.environment_path / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("not a program")
+    monkeypatch.setattr("launcher.sync.synchronize", lambda launch: None)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LauncherError, match=r"^\[exec\] cannot execute"):
+        execute(launch)
