@@ -211,3 +211,55 @@ class AgentProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+
+@dataclass
+class EmulatorProcess:
+    """`python -m bandkit.emulator` as a real subprocess (restart drills, CLI tests)."""
+
+    args: list[str]
+    log_path: Path
+    proc: asyncio.subprocess.Process | None = None
+    rest_url: str = ""
+    ws_url: str = ""
+    banner: list[str] = field(default_factory=list)
+
+    async def start(self, timeout: float = 30.0) -> EmulatorProcess:
+        import sys
+
+        log = self.log_path.open("ab")
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bandkit.emulator",
+            *self.args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
+            cwd=REPO_ROOT,
+        )
+        log.close()
+        assert self.proc.stdout is not None
+        self.banner = []
+        async with asyncio.timeout(timeout):
+            while not self.banner or not self.banner[-1].startswith("Ctrl-C"):
+                line = await self.proc.stdout.readline()
+                if not line:
+                    raise AssertionError(f"emulator exited early:\n{self.log()}")
+                self.banner.append(line.decode().rstrip("\n"))
+        self.rest_url, self.ws_url = self.banner[0], self.banner[1]
+        return self
+
+    async def stop(self, signum: signal.Signals = signal.SIGTERM, timeout: float = 15.0) -> int:
+        assert self.proc is not None
+        if self.proc.returncode is None:
+            self.proc.send_signal(signum)
+            try:
+                await asyncio.wait_for(self.proc.wait(), timeout)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        assert self.proc.returncode is not None
+        return self.proc.returncode
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")

@@ -1,0 +1,249 @@
+"""Phoenix Channels V2 frame by frame, with a raw `websockets` client.
+
+Covers upgrade refusals (403, 400, 409 connection_conflict), heartbeat/join/leave
+replies, topic authorization, malformed frames, join_ref echo on pushes, the delivery
+audience rules, room/participant pushes, and supersede.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from band.client.rest import AsyncRestClient
+from band.client.streaming.errors import WebSocketUpgradeError
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from bandkit.emulator import Emulator
+from tests.emulator.support import (
+    USER_KEY,
+    Registered,
+    add,
+    create_room,
+    mention,
+    raw_client,
+    register,
+)
+
+Frame = list[Any]
+
+
+class Peer:
+    """A raw V2 client: send frames with fresh refs, read frames with a deadline."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self._ref = 0
+
+    def ref(self) -> str:
+        self._ref += 1
+        return str(self._ref)
+
+    async def send(self, join_ref: str | None, topic: str, event: str, payload: Any = None) -> str:
+        ref = self.ref()
+        await self.ws.send(json.dumps([join_ref, ref, topic, event, payload or {}]))
+        return ref
+
+    async def recv(self, timeout: float = 5.0) -> Frame:
+        raw = await asyncio.wait_for(self.ws.recv(), timeout)
+        frame = json.loads(raw)
+        assert isinstance(frame, list) and len(frame) == 5
+        return frame
+
+    async def join(self, topic: str) -> tuple[str, Frame]:
+        join_ref = self.ref()
+        await self.ws.send(json.dumps([join_ref, join_ref, topic, "phx_join", {}]))
+        reply = await self.recv()
+        assert reply[:4] == [join_ref, join_ref, topic, "phx_reply"]
+        return join_ref, reply
+
+    async def heartbeat(self) -> Frame:
+        ref = await self.send(None, "phoenix", "heartbeat")
+        reply = await self.recv()
+        assert reply == [None, ref, "phoenix", "phx_reply", {"status": "ok", "response": {}}]
+        return reply
+
+    async def expect_quiet(self) -> None:
+        """Nothing was queued before now: the next frame is our heartbeat's reply."""
+        await self.heartbeat()
+
+
+@asynccontextmanager
+async def peer(emu: Emulator, key: str, query: str = "vsn=2.0.0") -> AsyncIterator[Peer]:
+    async with connect(f"{emu.ws_url}?{query}", additional_headers={"x-api-key": key}) as ws:
+        yield Peer(ws)
+
+
+async def _refusal(emu: Emulator, key: str | None, query: str) -> InvalidStatus:
+    headers = {"x-api-key": key} if key else {}
+    with pytest.raises(InvalidStatus) as caught:
+        async with connect(f"{emu.ws_url}?{query}", additional_headers=headers):
+            pass
+    return caught.value
+
+
+@pytest.mark.parametrize(("key", "status"), [(None, 403), ("nope", 403)])
+async def test_upgrade_refused_without_a_valid_key(
+    emu: Emulator, key: str | None, status: int
+) -> None:
+    refusal = await _refusal(emu, key, "vsn=2.0.0")
+    assert refusal.response.status_code == status
+    assert json.loads(refusal.response.body)["error"]["code"] == "unauthorized"
+
+
+async def test_upgrade_refused_for_bad_vsn_and_foreign_agent_id(
+    emu: Emulator, human: AsyncRestClient
+) -> None:
+    agent = await register(human)
+    assert (await _refusal(emu, USER_KEY, "vsn=1.0.0")).response.status_code == 400
+    other = await register(human, "Other")
+    refusal = await _refusal(emu, agent.key, f"vsn=2.0.0&agent_id={other.id}")
+    assert refusal.response.status_code == 400
+
+
+async def test_on_conflict_reject_answers_409_the_sdk_classifies(
+    emu: Emulator, human: AsyncRestClient
+) -> None:
+    agent = await register(human)
+    async with peer(emu, agent.key, f"vsn=2.0.0&agent_id={agent.id}"):
+        refusal = await _refusal(
+            emu, agent.key, f"vsn=2.0.0&agent_id={agent.id}&on_conflict=reject"
+        )
+    parsed = WebSocketUpgradeError.from_exception(refusal)
+    assert parsed is not None
+    assert parsed.status_code == 409
+    assert parsed.is_connection_conflict
+
+
+async def test_heartbeat_join_leave_and_refusals(emu: Emulator, human: AsyncRestClient) -> None:
+    agent = await register(human)
+    other = await register(human, "Other")
+    room = await create_room(human)
+    async with peer(emu, agent.key) as p:
+        await p.heartbeat()
+        for topic in (f"agent_control:{agent.id}", f"agent_rooms:{agent.id}"):
+            _, reply = await p.join(topic)
+            assert reply[4] == {"status": "ok", "response": {}}
+        for topic, reason in (
+            (f"agent_rooms:{other.id}", "unauthorized"),
+            (f"chat_room:{room}", "unauthorized"),  # not a participant yet
+            (f"user_rooms:{agent.id}", "unauthorized"),
+            ("lobby:1", "unmatched topic"),
+        ):
+            _, reply = await p.join(topic)
+            assert reply[4] == {"status": "error", "response": {"reason": reason}}
+        jr = p.ref()
+        ref = await p.send(jr, f"agent_rooms:{agent.id}", "phx_leave")
+        assert await p.recv() == [
+            jr,
+            ref,
+            f"agent_rooms:{agent.id}",
+            "phx_reply",
+            {"status": "ok", "response": {}},
+        ]
+        ref = await p.send("9", "nowhere:1", "shout")
+        assert (await p.recv())[4] == {"status": "error", "response": {"reason": "unmatched topic"}}
+
+
+async def test_malformed_frames_are_ignored_and_socket_stays_up(
+    emu: Emulator, human: AsyncRestClient
+) -> None:
+    async with peer(emu, USER_KEY) as p:
+        for junk in ("not json", "{}", "[1,2,3]", "[null, 1, 5, 6, {}]"):
+            await p.ws.send(junk)
+        await p.ws.send(b"\x00binary")
+        await p.heartbeat()
+
+
+async def test_pushes_echo_the_current_join_ref_and_respect_audience(
+    emu: Emulator, human: AsyncRestClient
+) -> None:
+    alpha, beta = await register(human, "Alpha"), await register(human, "Beta")
+    room = await create_room(human)
+    await add(human, room, alpha.id)
+    await add(human, room, beta.id)
+    topic = f"chat_room:{room}"
+    async with peer(emu, alpha.key) as a, peer(emu, beta.key) as b, peer(emu, USER_KEY) as u:
+        jr_a, _ = await a.join(topic)
+        jr_a, _ = await a.join(topic)  # a rejoin moves the join_ref
+        jr_b, _ = await b.join(topic)
+        jr_u, _ = await u.join(topic)
+        message_id = await mention(human, room, alpha, "only alpha")
+        pushed = await a.recv()
+        assert pushed[:4] == [jr_a, None, topic, "message_created"]
+        assert pushed[4]["id"] == message_id
+        assert pushed[4]["metadata"]["delivery_status"][alpha.id]["status"] == "delivered"
+        seen_by_user = await u.recv()
+        assert seen_by_user[:4] == [jr_u, None, topic, "message_created"]
+        await b.expect_quiet()  # not mentioned: not delivered
+        async with raw_client(emu.rest_url, alpha.key) as client:
+            path = f"/api/v1/agent/chats/{room}/messages/{message_id}/processing"
+            assert (await client.post(path)).status_code == 200
+        updated = await u.recv()
+        assert updated[3] == "message_updated"
+        assert updated[4]["metadata"]["delivery_status"][alpha.id]["status"] == "processing"
+        await a.expect_quiet()  # agents never get message_updated
+        async with raw_client(emu.rest_url, alpha.key) as client:
+            reply = {"message": {"content": "hi", "mentions": [{"id": alpha.id}]}}
+            assert (
+                await client.post(f"/api/v1/agent/chats/{room}/messages", json=reply)
+            ).is_success
+        await a.expect_quiet()  # its own message is never delivered back to the sender
+        assert (await u.recv())[3] == "message_created"
+
+
+async def test_room_and_participant_pushes(emu: Emulator, human: AsyncRestClient) -> None:
+    agent = await register(human)
+    room = await create_room(human)
+    async with peer(emu, agent.key) as a, peer(emu, USER_KEY) as u:
+        rooms_topic = f"agent_rooms:{agent.id}"
+        jr_rooms, _ = await a.join(rooms_topic)
+        jr_people, _ = await u.join(f"room_participants:{room}")
+        await add(human, room, agent.id)
+        added = await a.recv()
+        assert added[:4] == [jr_rooms, None, rooms_topic, "room_added"]
+        assert added[4]["id"] == room
+        assert {"inserted_at", "updated_at"} <= set(added[4])
+        joined = await u.recv()
+        assert joined[3] == "participant_added"
+        assert joined[4] == {
+            "id": agent.id,
+            "name": agent.name,
+            "type": "Agent",
+            "handle": "echo-bot",
+        }
+        await a.join(f"room_participants:{room}")
+        await human.human_api_participants.remove_my_chat_participant(chat_id=room, id=agent.id)
+        assert (await u.recv())[3] == "participant_removed"
+        events = {(await a.recv())[3], (await a.recv())[3]}
+        assert events == {"participant_removed", "room_removed"}
+        async with raw_client(emu.rest_url) as client:
+            assert (await client.delete(f"/api/v1/me/chats/{room}")).status_code == 204
+        deleted = await u.recv()
+        assert deleted[:4] == [jr_people, None, f"room_participants:{room}", "room_deleted"]
+        assert deleted[4] == {"id": room}
+
+
+async def test_second_connection_supersedes_the_first(
+    emu: Emulator, human: AsyncRestClient
+) -> None:
+    agent: Registered = await register(human)
+    async with peer(emu, agent.key) as first:
+        control = f"agent_control:{agent.id}"
+        jr, _ = await first.join(control)
+        async with peer(emu, agent.key) as second:
+            pushed = await first.recv()
+            assert pushed[:4] == [jr, None, control, "supersede"]
+            assert pushed[4]["retryable"] is False
+            with pytest.raises(ConnectionClosed):
+                await first.recv()
+            await second.heartbeat()
+            async with raw_client(emu.rest_url) as client:
+                health = (await client.get("/_emulator/health")).json()["data"]
+            assert health["online_agents"] == [agent.id]
+            assert health["sockets"] == 1

@@ -1,0 +1,143 @@
+"""Recovery drills with the real echo agent: each message sent during a fault is answered.
+
+- sockets dropped with no close frame (`POST /_emulator/faults/drop`);
+- the agent process frozen (SIGSTOP) until the server's keepalive drops it, then SIGCONT;
+- the emulator process restarted from its state file while the agent keeps running.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from band.client.rest import AsyncRestClient
+
+from bandkit.emulator import Emulator
+from tests.emulator.conftest import StartEmulator
+from tests.emulator.support import (
+    USER_KEY,
+    AgentProcess,
+    EmulatorProcess,
+    add,
+    create_room,
+    eventually,
+    human_client,
+    mention,
+    raw_client,
+    register,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _online(emu: Emulator, agent_id: str) -> Callable[[], bool]:
+    def check() -> bool:
+        assert emu.platform is not None
+        sock = emu.platform.broker.agent_sockets.get(agent_id)
+        return sock is not None and any(t.startswith("chat_room:") for t in sock.topics)
+
+    return check
+
+
+async def _replied(human: AsyncRestClient, room: str, text: str) -> bool:
+    listed = await human.human_api_messages.list_my_chat_messages(chat_id=room)
+    return any(m.content.startswith("echo: ") and m.content.endswith(text) for m in listed.data)
+
+
+async def test_dropped_sockets_message_answered_after_reconnect(
+    emu: Emulator, human: AsyncRestClient, echo_agents: Callable[..., AgentProcess]
+) -> None:
+    agent = await register(human)
+    room = await create_room(human)
+    await add(human, room, agent.id)
+    process = echo_agents(agent, emu.rest_url, emu.ws_url)
+    await eventually(_online(emu, agent.id), timeout=60, what="agent online")
+    async with raw_client(emu.rest_url) as control:
+        response = await control.post("/_emulator/faults/drop")
+    assert response.status_code == 200
+    assert response.json()["data"]["dropped"] >= 1
+    assert emu.platform is not None
+    await eventually(
+        lambda: not emu.platform.broker.is_online(agent.id),  # type: ignore[union-attr]
+        timeout=5,
+        what="server noticing the cut",
+    )
+    await mention(human, room, agent, "sent while cut off")
+    await eventually(
+        lambda: _replied(human, room, "sent while cut off"), timeout=30, what="reply after cut"
+    )
+    assert "Traceback" not in process.log()
+
+
+async def test_frozen_agent_dropped_by_keepalive_then_answers(
+    start_emulator: StartEmulator, echo_agents: Callable[..., AgentProcess]
+) -> None:
+    emu: Emulator = await start_emulator(ws_ping_interval=0.5, ws_ping_timeout=1.0)
+    human = human_client(emu.rest_url)
+    agent = await register(human)
+    room = await create_room(human)
+    await add(human, room, agent.id)
+    process = echo_agents(agent, emu.rest_url, emu.ws_url)
+    await eventually(_online(emu, agent.id), timeout=60, what="agent online")
+    process.signal(signal.SIGSTOP)
+    try:
+        assert emu.platform is not None
+        await eventually(
+            lambda: not emu.platform.broker.is_online(agent.id),  # type: ignore[union-attr]
+            timeout=10,
+            what="keepalive dropping the frozen agent",
+        )
+        await mention(human, room, agent, "sent while frozen")
+        assert not await _replied(human, room, "sent while frozen")
+    finally:
+        process.signal(signal.SIGCONT)
+    await eventually(
+        lambda: _replied(human, room, "sent while frozen"), timeout=60, what="reply after thaw"
+    )
+
+
+async def test_emulator_restart_from_state_file_keeps_agent_working(
+    tmp_path: Path, echo_agents: Callable[..., AgentProcess]
+) -> None:
+    key_file = tmp_path / "user-key"
+    key_file.write_text(USER_KEY)
+    state_file = tmp_path / "state.json"
+    args = ["--state-file", str(state_file), "--user-key-file", str(key_file)]
+    first = await EmulatorProcess([*args, "--port", "0"], tmp_path / "emu.log").start()
+    port = first.rest_url.rsplit(":", 1)[1]
+    try:
+        human = human_client(first.rest_url)
+        agent = await register(human)
+        room = await create_room(human)
+        await add(human, room, agent.id)
+        process = echo_agents(agent, first.rest_url, first.ws_url)
+
+        async def online() -> bool:
+            async with raw_client(first.rest_url) as c:
+                health = (await c.get("/_emulator/health")).json()["data"]
+            return agent.id in health["online_agents"]
+
+        await eventually(online, timeout=60, what="agent online")
+        await mention(human, room, agent, "before restart")
+        await eventually(lambda: _replied(human, room, "before restart"), timeout=30, what="reply")
+    finally:
+        assert await first.stop() == 0
+    assert agent.key not in state_file.read_text()  # only digests are stored
+    second = await EmulatorProcess([*args, "--port", port], tmp_path / "emu.log").start()
+    try:
+        assert second.rest_url == first.rest_url
+        await mention(human, room, agent, "after restart")
+        async with raw_client(second.rest_url) as c:
+            health = (await c.get("/_emulator/health")).json()["data"]
+        assert agent.id not in health["online_agents"]  # sent before the agent is back
+        await eventually(
+            lambda: _replied(human, room, "after restart"), timeout=60, what="reply after restart"
+        )
+    finally:
+        assert await second.stop() == 0
+    log = first.log()
+    assert USER_KEY not in log
+    assert agent.key not in log
+    assert "Traceback" not in log

@@ -1,0 +1,214 @@
+"""The human API, endpoint by endpoint: happy paths through the real `band_rest` client
+(so Fern validates every response shape), refusals through raw HTTP (status + error shape)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+import pytest
+from band.client.rest import AsyncRestClient
+from band_rest import ChatMessageRequest
+from band_rest.types import ChatMessageRequestMentionsItem
+
+from bandkit.emulator import Emulator
+from tests.emulator.support import add, create_room, raw_client, register
+
+ROOM = "00000000-0000-0000-0000-000000000001"
+HUMAN_ROUTES = [
+    ("POST", "/api/v1/me/agents/register"),
+    ("GET", "/api/v1/me/agents"),
+    ("GET", f"/api/v1/me/agents/{ROOM}"),
+    ("DELETE", f"/api/v1/me/agents/{ROOM}"),
+    ("POST", "/api/v1/me/chats"),
+    ("GET", "/api/v1/me/chats"),
+    ("GET", f"/api/v1/me/chats/{ROOM}"),
+    ("DELETE", f"/api/v1/me/chats/{ROOM}"),
+    ("POST", f"/api/v1/me/chats/{ROOM}/participants"),
+    ("GET", f"/api/v1/me/chats/{ROOM}/participants"),
+    ("DELETE", f"/api/v1/me/chats/{ROOM}/participants/{ROOM}"),
+    ("POST", f"/api/v1/me/chats/{ROOM}/messages"),
+    ("GET", f"/api/v1/me/chats/{ROOM}/messages"),
+    ("GET", "/api/v1/me/profile"),
+]
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["code"] == code
+    assert isinstance(error["message"], str) and error["message"]
+    assert isinstance(error["request_id"], str) and error["request_id"]
+    return dict(error)
+
+
+@pytest.mark.parametrize(("method", "path"), HUMAN_ROUTES)
+async def test_every_human_route_refuses_missing_invalid_and_agent_keys(
+    emu: Emulator, human: AsyncRestClient, method: str, path: str
+) -> None:
+    agent = await register(human)
+    for key, status, code in (
+        (None, 401, "unauthorized"),
+        ("not-a-key", 401, "unauthorized"),
+        (agent.key, 403, "forbidden"),
+    ):
+        async with raw_client(emu.rest_url, key) as client:
+            assert_error(await client.request(method, path, json={}), status, code)
+
+
+async def test_register_returns_key_once_and_agent_is_listed(
+    emu: Emulator, human: AsyncRestClient
+) -> None:
+    agent = await register(human, "Lister")
+    listed = await human.human_api_agents.list_my_agents(name="list")
+    assert [a.id for a in listed.data] == [agent.id]
+    assert listed.data[0].is_external is True
+    async with raw_client(emu.rest_url) as client:
+        got = (await client.get(f"/api/v1/me/agents/{agent.id}")).json()["data"]
+        assert got["name"] == "Lister"
+        assert agent.key not in (await client.get("/api/v1/me/agents")).text
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "code", "pointer"),
+    [
+        (b"{not json", 400, "bad_request", None),
+        (b"[1, 2]", 422, "validation_error", "/"),
+        (b"", 422, "validation_error", "/agent"),
+        (b'{"agent": "x"}', 422, "validation_error", "/agent"),
+        (b'{"agent": {"description": "d"}}', 422, "validation_error", "/agent/name"),
+        (b'{"agent": {"name": "n"}}', 422, "validation_error", "/agent/description"),
+        (b'{"agent": {"name": " ", "description": "d"}}', 422, "validation_error", "/agent/name"),
+    ],
+)
+async def test_register_bad_bodies(
+    emu: Emulator, raw: bytes, status: int, code: str, pointer: str | None
+) -> None:
+    async with raw_client(emu.rest_url) as client:
+        response = await client.post("/api/v1/me/agents/register", content=raw)
+        error = assert_error(response, status, code)
+        if pointer is not None:
+            assert pointer in error["details"]
+        assert (await client.get("/_emulator/health")).status_code == 200  # still up
+
+
+async def test_delete_agent_removes_it_from_rooms(emu: Emulator, human: AsyncRestClient) -> None:
+    agent = await register(human)
+    room = await create_room(human)
+    await add(human, room, agent.id)
+    deleted = await human.human_api_agents.delete_my_agent(id=agent.id, force=True)
+    assert deleted.data.id == agent.id
+    participants = await human.human_api_participants.list_my_chat_participants(chat_id=room)
+    assert agent.id not in [p.id for p in participants.data]
+    async with raw_client(emu.rest_url) as client:
+        assert_error(await client.delete(f"/api/v1/me/agents/{agent.id}"), 404, "not_found")
+        assert_error(await client.get(f"/api/v1/me/agents/{agent.id}"), 404, "not_found")
+    async with raw_client(emu.rest_url, agent.key) as client:
+        assert_error(await client.get("/api/v1/agent/me"), 401, "unauthorized")
+
+
+async def test_rooms_create_list_get_delete(emu: Emulator, human: AsyncRestClient) -> None:
+    room = await create_room(human, "Design review")
+    got = await human.human_api_chats.get_my_chat_room(id=room)
+    assert got.data.title == "Design review"
+    listed = await human.human_api_chats.list_my_chats()
+    assert room in [r.id for r in listed.data]
+    async with raw_client(emu.rest_url) as client:
+        assert (await client.delete(f"/api/v1/me/chats/{room}")).status_code == 204
+        assert_error(await client.get(f"/api/v1/me/chats/{room}"), 404, "not_found")
+        assert_error(await client.delete(f"/api/v1/me/chats/{room}"), 404, "not_found")
+        assert_error(await client.post("/api/v1/me/chats", content=b"{"), 400, "bad_request")
+        bad_title = await client.post("/api/v1/me/chats", json={"chat": {"title": 5}})
+        assert "/chat/title" in assert_error(bad_title, 422, "validation_error")["details"]
+
+
+async def test_participants_add_list_remove(emu: Emulator, human: AsyncRestClient) -> None:
+    agent = await register(human)
+    room = await create_room(human)
+    await add(human, room, agent.id)
+    listed = await human.human_api_participants.list_my_chat_participants(chat_id=room)
+    by_id = {p.id: p for p in listed.data}
+    assert by_id[agent.id].type == "Agent"
+    assert by_id[agent.id].role == "member"
+    assert {p.type for p in listed.data} == {"User", "Agent"}
+    removed = await human.human_api_participants.remove_my_chat_participant(
+        chat_id=room, id=agent.id
+    )
+    assert removed.data.id == agent.id
+    owner = next(p.id for p in listed.data if p.type == "User")
+    base = f"/api/v1/me/chats/{room}/participants"
+    async with raw_client(emu.rest_url) as client:
+        assert_error(await client.delete(f"{base}/{agent.id}"), 404, "not_found")
+        assert_error(await client.delete(f"{base}/{owner}"), 422, "validation_error")
+        unknown = {"participant": {"participant_id": ROOM}}
+        assert_error(await client.post(base, json=unknown), 404, "not_found")
+        bad_role = {"participant": {"participant_id": agent.id, "role": "king"}}
+        assert_error(await client.post(base, json=bad_role), 422, "validation_error")
+        assert_error(await client.post(base, json={}), 422, "validation_error")
+        ok = {"participant": {"participant_id": agent.id}}
+        assert (await client.post(base, json=ok)).status_code == 201
+        assert_error(await client.post(base, json=ok), 422, "validation_error")
+        missing_room = f"/api/v1/me/chats/{ROOM}/participants"
+        assert_error(await client.post(missing_room, json=ok), 404, "not_found")
+
+
+async def test_post_and_list_messages(emu: Emulator, human: AsyncRestClient) -> None:
+    agent = await register(human)
+    room = await create_room(human)
+    await add(human, room, agent.id)
+    for text in ("one", "two", "three"):
+        sent = await human.human_api_messages.send_my_chat_message(
+            chat_id=room,
+            message=ChatMessageRequest(
+                content=text,
+                mentions=[ChatMessageRequestMentionsItem(id=agent.id, name=agent.name)],
+            ),
+        )
+        assert sent.data.success is True
+        assert [r.id for r in sent.data.recipients] == [agent.id]
+    listed = await human.human_api_messages.list_my_chat_messages(chat_id=room, limit=2)
+    assert [m.content for m in listed.data] == ["three", "two"]
+    assert listed.metadata.has_more is True
+    status = listed.data[0].metadata
+    assert status is not None
+
+
+async def test_post_message_refusals(emu: Emulator, human: AsyncRestClient) -> None:
+    outsider = await register(human, "Outsider")
+    room = await create_room(human)
+    path = f"/api/v1/me/chats/{room}/messages"
+    async with raw_client(emu.rest_url) as client:
+        not_in_room = {"message": {"content": "hi", "mentions": [{"id": outsider.id}]}}
+        error = assert_error(await client.post(path, json=not_in_room), 422, "validation_error")
+        assert error["message"] == "mentioned participant is not in the room"
+        no_content = {"message": {"mentions": []}}
+        assert_error(await client.post(path, json=no_content), 422, "validation_error")
+        bad_mentions = {"message": {"content": "x", "mentions": "all"}}
+        assert_error(await client.post(path, json=bad_mentions), 422, "validation_error")
+        assert_error(await client.post(path, content=b"nope"), 400, "bad_request")
+        ghost = f"/api/v1/me/chats/{ROOM}/messages"
+        assert_error(await client.post(ghost, json={"message": {"content": "x"}}), 404, "not_found")
+        assert_error(await client.get(ghost), 404, "not_found")
+        assert_error(await client.get(f"{path}?limit=zero"), 422, "validation_error")
+
+
+async def test_profile(human: AsyncRestClient) -> None:
+    profile = await human.human_api_profile.get_my_profile()
+    assert profile.data.handle
+    assert profile.data.role == "user"
+
+
+async def test_unknown_routes_404_and_logged_once(
+    emu: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="bandkit.emulator")
+    async with raw_client(emu.rest_url) as client:
+        for _ in range(3):
+            assert_error(await client.get("/api/v1/me/nothing-here"), 404, "not_found")
+        assert_error(await client.put("/api/v1/me/profile", json={}), 404, "not_found")
+    unhandled = [r.getMessage() for r in caplog.records if "UNHANDLED" in r.getMessage()]
+    assert unhandled == [
+        "UNHANDLED GET /api/v1/me/nothing-here",
+        "UNHANDLED PUT /api/v1/me/profile",
+    ]
