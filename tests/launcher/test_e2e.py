@@ -542,3 +542,21 @@ def test_env_file_unignored_in_a_repository_stops_the_launch(agent_box: AgentBox
     launch = agent_box.run(env=agent_box.env(BAND_API_KEY=None))  # type: ignore[arg-type]
     assert_fails(launch, "credentials", "git-ignored")
     assert CANARY_FILE not in launch.outputs()
+
+
+def test_the_benchmark_clock_stops_at_the_agents_first_line(agent_box: AgentBox) -> None:
+    from bandkit.bench.launcher import LAUNCHERS, Case, time_to_first_line
+    from bandkit.bench.launcher_sdk import SdkHome
+
+    harness = agent_box.harness
+    sdk = SdkHome(root=harness.sdk_root, python=harness.python, uv=harness.uv)
+    agent_box.chown()
+    case = Case(
+        name="trivial",
+        workspace=agent_box.ws,
+        env=agent_box.env(),
+        first_line=lambda line: line.startswith("AGENT "),
+        stream="stdout",
+    )
+    for module in LAUNCHERS.values():
+        assert 0 < time_to_first_line(sdk, module, case) < 120
