@@ -14,7 +14,7 @@ from invoke.context import Context
 from invoke.exceptions import Exit
 from invoke.tasks import task
 
-from bandkit import ciprep, image_bases, image_build, image_push, kitspec
+from bandkit import ciprep, image_bases, image_build, image_push, kitspec, platformctl
 from bandkit import doctor as doctor_mod
 from bandkit.image_facts import LOCAL_TAG, SPEC, host_arch
 from bandkit.image_run import ImageError
@@ -165,9 +165,59 @@ def validate(c: Context, spec: str = "") -> None:
         raise Exit(code=1)
 
 
+@task(
+    name="up",
+    help={
+        "port": "port to listen on; 0 picks a free one (default 0)",
+        "tls": "serve https/wss with a generated local CA",
+        "run_dir": "where the run file, key, state and log live (default .run)",
+    },
+)
+def platform_up(c: Context, port: int = 0, tls: bool = False, run_dir: str = ".run") -> None:
+    """Start the local Band platform (emulator) in the background and wait until healthy."""
+    try:
+        record, started = platformctl.up(Path(run_dir), port=port, tls=tls)
+    except platformctl.PlatformError as exc:
+        raise Exit(f"platform.up: {exc}", code=1) from None
+    print(f"platform.up: {'started' if started else 'already running'} (pid {record.pid})")
+    print(f"BAND_REST_URL={record.rest_url}\nBAND_WS_URL={record.ws_url}")
+    print(f"user key file: {record.user_key_file}")
+
+
+@task(name="down", help={"run_dir": "the run directory used by platform.up (default .run)"})
+def platform_down(c: Context, run_dir: str = ".run") -> None:
+    """Stop the background platform started by platform.up; its state file is kept."""
+    try:
+        print(f"platform.down: {platformctl.down(Path(run_dir))}")
+    except platformctl.PlatformError as exc:
+        raise Exit(f"platform.down: {exc}", code=1) from None
+
+
+@task(name="status", help={"run_dir": "the run directory used by platform.up (default .run)"})
+def platform_status(c: Context, run_dir: str = ".run") -> None:
+    """Say whether the platform runs, where, and what it holds (no keys shown)."""
+    try:
+        print("\n".join(platformctl.status(Path(run_dir))))
+    except platformctl.PlatformError as exc:
+        raise Exit(f"platform.status: {exc}", code=1) from None
+
+
+@task(
+    name="logs",
+    help={"lines": "how many of the last lines to show (default 50)", "run_dir": "(default .run)"},
+)
+def platform_logs(c: Context, lines: int = 50, run_dir: str = ".run") -> None:
+    """Show the end of the background platform's log."""
+    try:
+        print(platformctl.logs(Path(run_dir), lines=lines))
+    except platformctl.PlatformError as exc:
+        raise Exit(f"platform.logs: {exc}", code=1) from None
+
+
 ns = Collection(
     doctor,
     Collection("ci", prepare),
     Collection("image", bases, build, push),
     Collection("kit", stamp, validate),
+    Collection("platform", platform_up, platform_down, platform_status, platform_logs),
 )

@@ -52,7 +52,8 @@ class Peer:
     async def recv(self, timeout: float = 5.0) -> Frame:
         raw = await asyncio.wait_for(self.ws.recv(), timeout)
         frame = json.loads(raw)
-        assert isinstance(frame, list) and len(frame) == 5
+        assert isinstance(frame, list)
+        assert len(frame) == 5
         return frame
 
     async def join(self, topic: str) -> tuple[str, Frame]:
@@ -171,7 +172,7 @@ async def test_pushes_echo_the_current_join_ref_and_respect_audience(
     async with peer(emu, alpha.key) as a, peer(emu, beta.key) as b, peer(emu, USER_KEY) as u:
         jr_a, _ = await a.join(topic)
         jr_a, _ = await a.join(topic)  # a rejoin moves the join_ref
-        jr_b, _ = await b.join(topic)
+        await b.join(topic)
         jr_u, _ = await u.join(topic)
         message_id = await mention(human, room, alpha, "only alpha")
         pushed = await a.recv()

@@ -112,7 +112,7 @@ async def test_emulator_restart_from_state_file_keeps_agent_working(
         agent = await register(human)
         room = await create_room(human)
         await add(human, room, agent.id)
-        process = echo_agents(agent, first.rest_url, first.ws_url)
+        echo_agents(agent, first.rest_url, first.ws_url)
 
         async def online() -> bool:
             async with raw_client(first.rest_url) as c:

@@ -38,8 +38,10 @@ def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, 
     assert response.status_code == status, response.text
     error = response.json()["error"]
     assert error["code"] == code
-    assert isinstance(error["message"], str) and error["message"]
-    assert isinstance(error["request_id"], str) and error["request_id"]
+    assert isinstance(error["message"], str)
+    assert error["message"]
+    assert isinstance(error["request_id"], str)
+    assert error["request_id"]
     return dict(error)
 
 
