@@ -23,7 +23,7 @@ from launcher.constants import CredentialSource
 from launcher.environment import LauncherEnv
 from launcher.errors import LauncherError, Phase
 from launcher.schema import WorkspaceModel
-from tests.launcher.conftest import CANARY, Box, band_config
+from tests.launcher.fakes import CANARY, Box, band_config
 
 ECHO_AGENT = Path(__file__).resolve().parents[2] / "docker/band_python_kit/echo-agent/band.yaml"
 

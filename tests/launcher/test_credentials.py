@@ -15,7 +15,7 @@ from launcher.config import build_spec
 from launcher.credentials import GUARDS, SecretsFile, guarded_secrets_file, resolve_credentials
 from launcher.environment import LauncherEnv
 from launcher.errors import LauncherError, Phase
-from tests.launcher.conftest import CANARY, CANARY_FILE, Box
+from tests.launcher.fakes import CANARY, CANARY_FILE, Box
 
 ENV_FILE_TIER = {
     "source": "workspace-env-file",

@@ -18,7 +18,7 @@ from launcher.constants import (
     PLACEHOLDER_AGENT_ID,
     CredentialSource,
 )
-from tests.launcher.conftest import AgentBox
+from tests.launcher.harness import AgentBox
 
 STARTER = Path(__file__).resolve().parents[2] / "docker" / "band_python_kit" / "echo-agent"
 

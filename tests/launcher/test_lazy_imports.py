@@ -7,7 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.launcher.conftest import Box, base_env
+from tests.launcher.fakes import Box, base_env
 
 PROBE = textwrap.dedent(
     """

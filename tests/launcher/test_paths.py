@@ -7,7 +7,7 @@ import pytest
 from launcher.config import build_spec
 from launcher.errors import LauncherError, Phase
 from launcher.paths import resolve_inside, resolve_paths, runtime_path_problem
-from tests.launcher.conftest import Box
+from tests.launcher.fakes import Box
 
 SDK = Path("/opt/band")
 

@@ -9,7 +9,7 @@ import pytest
 
 from launcher import identity
 from launcher.run import main
-from tests.launcher.conftest import CANARY, Box, base_env
+from tests.launcher.fakes import CANARY, Box, base_env
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,7 @@ from launcher.stamp import (
     venv_problem,
     write_stamp,
 )
-from tests.launcher.conftest import Box
+from tests.launcher.fakes import Box
 
 
 def test_write_is_atomic_owner_only_and_round_trips(tmp_path: Path) -> None:
