@@ -85,7 +85,11 @@ def resolve_launch(
     sdk_home = Path(env.sdk_home)
     document = read_document(locate_config(env, workspace))
     runtime_section = document.data.get("runtime")
-    raw_state = runtime_section.get("statePath") if isinstance(runtime_section, dict) else None
+    raw_state = (
+        runtime_section.get("statePath", runtime_section.get("state_path"))
+        if isinstance(runtime_section, dict)
+        else None
+    )
     stamp = _stamp_for(raw_state, workspace, sdk_home)
     trusted = trusted_config_digest(stamp)
     spec = validated_spec(document, trusted_digest=trusted)
