@@ -1,7 +1,7 @@
 """REST plumbing shared by the human, agent and control routes.
 
 `endpoint(kind)` wraps a handler with: `X-API-Key` authentication (401 without a valid
-key, 403 with the other kind's key), the pause gate, and the platform's error shape
+key, 403 with the other kind's key), the pause gate (agent API only), and the platform's error shape
 `{"error": {"code", "message", "request_id"[, "details"]}}` for every `ApiFailure`.
 Body and query helpers raise `ApiFailure` with JSON pointers, so handlers stay short.
 """
@@ -46,8 +46,12 @@ def platform_of(request: Request) -> Platform:
     return platform
 
 
-def endpoint(kind: Kind, *, gated: bool = True) -> Callable[[Handler], Endpoint]:
-    """Authenticate as `kind`, wait out a pause (if `gated`), and render failures."""
+def endpoint(kind: Kind) -> Callable[[Handler], Endpoint]:
+    """Authenticate as `kind`, wait out a pause (agent API only), and render failures.
+
+    A pause holds what agents see (their API, every socket); the human and control
+    APIs keep answering, so a drill can post a message while agents are cut off.
+    """
 
     def wrap(handler: Handler) -> Endpoint:
         async def run(request: Request) -> Response:
@@ -59,7 +63,7 @@ def endpoint(kind: Kind, *, gated: bool = True) -> Callable[[Handler], Endpoint]
             if principal.kind is not kind:
                 which = "an agent key" if principal.kind is Kind.AGENT else "the user key"
                 return error_response(403, "forbidden", f"{which} cannot call this API")
-            if gated:
+            if kind is Kind.AGENT:
                 await platform.gate.wait()
             try:
                 return await handler(request, platform, principal)

@@ -76,6 +76,13 @@ def parser() -> argparse.ArgumentParser:
         default=DEFAULTS.shutdown_timeout,
         help="seconds to wait for connections when stopping (default: %(default)s)",
     )
+    p.add_argument(
+        "--start-paused",
+        type=float,
+        default=DEFAULTS.start_paused,
+        metavar="SECONDS",
+        help="hold agent traffic this long after start, as faults/pause does (for drills)",
+    )
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
     p.add_argument(
         "--log-level",
@@ -176,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             ws_ping_timeout=args.ws_ping_timeout,
             shutdown_timeout=args.shutdown_timeout,
             access_log=args.access_log,
+            start_paused=args.start_paused,
         )
         asyncio.run(_amain(config, user_key, key_line))
     except EmulatorError as exc:

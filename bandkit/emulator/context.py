@@ -40,7 +40,7 @@ class Platform:
         self.saver = saver
         self.now = clock
         self._user_key_sha = key_digest(user_key)
-        # Set while delivering and answering; cleared by `faults/pause`.
+        # Set while agents are served; cleared by `faults/pause` (see control.py).
         self.gate = asyncio.Event()
         self.gate.set()
         self._resume: asyncio.TimerHandle | None = None
@@ -87,12 +87,12 @@ class Platform:
         return "unmatched topic"
 
     def pause(self, seconds: float) -> None:
-        """Stop delivering and answering for `seconds` (a later pause replaces this one)."""
+        """Hold agent traffic and all sockets for `seconds` (a later pause replaces this one)."""
         if self._resume is not None:
             self._resume.cancel()
         self.gate.clear()
         self._resume = asyncio.get_running_loop().call_later(seconds, self.resume)
-        log.warning("FAULT pause: not delivering or answering for %.1f s", seconds)
+        log.warning("FAULT pause: agents and sockets held for %.1f s", seconds)
 
     def resume(self) -> None:
         if self._resume is not None:

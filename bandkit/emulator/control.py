@@ -3,7 +3,9 @@
 - `GET health`: liveness and counts (no secrets).
 - `GET state`: the whole state without any key digest.
 - `POST faults/drop`: abort every WebSocket with no close frame (a network cut).
-- `POST faults/pause?seconds=N`: stop delivering and answering for N seconds.
+- `POST faults/pause?seconds=N`: for N seconds agents get nothing: the agent API and
+  every socket (replies, pushes, new upgrades) are held; the human and control APIs
+  keep answering, so a drill can post a message during the pause.
 - `POST agents/{id}/control`: push `agent.control` (interrupt/stop/play) to an agent;
   `stop` also makes lifecycle calls in that room answer 204 until `play`.
 A restart is a real process restart with `--state-file`, so there is no restart fault.
@@ -23,7 +25,7 @@ from bandkit.emulator.channels import Kind, Principal
 from bandkit.emulator.context import Platform
 from bandkit.emulator.errors import invalid, not_found
 
-control = endpoint(Kind.USER, gated=False)
+control = endpoint(Kind.USER)
 MAX_PAUSE_S = 3600.0
 
 

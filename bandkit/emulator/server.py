@@ -56,6 +56,7 @@ class EmulatorConfig:
     ws_ping_interval: float = 20.0
     ws_ping_timeout: float = 20.0
     shutdown_timeout: float = 5.0
+    start_paused: float = 0.0  # hold agent traffic this long after start (drills)
     access_log: bool = False
     extra_tls_hosts: tuple[str, ...] = field(default_factory=tuple)
 
@@ -205,6 +206,8 @@ class Emulator:
         secure = "s" if config.tls else ""
         self.rest_url = f"http{secure}://{host}:{port}"
         self.ws_url = f"ws{secure}://{host}:{port}{ws_endpoint.SOCKET_PATH}"
+        if config.start_paused > 0:
+            self.platform.pause(config.start_paused)
         self.ready.set()
         log.info("serving on %s", self.rest_url)
 

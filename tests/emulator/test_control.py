@@ -63,10 +63,15 @@ async def test_drop_aborts_every_socket(emu: Emulator, human: AsyncRestClient) -
         assert one.ws.close_code == 1006  # no close frame: what a network cut looks like
 
 
-async def test_pause_holds_answers_and_deliveries_then_resumes(
+async def test_pause_holds_agents_and_sockets_not_the_human_api(
     emu: Emulator, human: AsyncRestClient
 ) -> None:
-    async with raw_client(emu.rest_url) as client, peer(emu, USER_KEY) as watcher:
+    agent = await register(human)
+    async with (
+        raw_client(emu.rest_url) as client,
+        raw_client(emu.rest_url, agent.key) as agent_http,
+        peer(emu, USER_KEY) as watcher,
+    ):
         assert_error(await client.post("/_emulator/faults/pause"), 422, "validation_error")
         bad = await client.post("/_emulator/faults/pause?seconds=-1")
         assert_error(bad, 422, "validation_error")
@@ -75,9 +80,11 @@ async def test_pause_holds_answers_and_deliveries_then_resumes(
         assert (await client.get("/_emulator/health")).json()["data"]["status"] == "paused"
         started = time.monotonic()
         ref = await watcher.send(None, "phoenix", "heartbeat")
-        profile = await client.get("/api/v1/me/profile")  # held until the pause ends
+        await create_room(human)  # the human API still answers during a pause
+        assert time.monotonic() - started < 0.7
+        me = await agent_http.get("/api/v1/agent/me")  # held until the pause ends
         waited = time.monotonic() - started
-        assert profile.status_code == 200
+        assert me.status_code == 200
         assert 0.7 <= waited < 5, waited
         reply = await watcher.recv()
         assert reply[1] == ref

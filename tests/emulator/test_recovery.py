@@ -125,13 +125,17 @@ async def test_emulator_restart_from_state_file_keeps_agent_working(
     finally:
         assert await first.stop() == 0
     assert agent.key not in state_file.read_text()  # only digests are stored
-    second = await EmulatorProcess([*args, "--port", port], tmp_path / "emu.log").start()
+    # Agents are held for 3 s after the restart, so the message below is certainly
+    # sent before the running agent is back (the human API answers during the hold).
+    second = await EmulatorProcess(
+        [*args, "--port", port, "--start-paused", "3"], tmp_path / "emu.log"
+    ).start()
     try:
         assert second.rest_url == first.rest_url
         await mention(human, room, agent, "after restart")
         async with raw_client(second.rest_url) as c:
             health = (await c.get("/_emulator/health")).json()["data"]
-        assert agent.id not in health["online_agents"]  # sent before the agent is back
+        assert agent.id not in health["online_agents"]
         await eventually(
             lambda: _replied(human, room, "after restart"), timeout=60, what="reply after restart"
         )
