@@ -21,7 +21,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,12 +28,12 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import yaml
+from filelock import FileLock
 
 from bandkit.runtimes import processes
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SYSTEM_PYTHON = Path("/usr/bin/python3")
-AGENT_UID_DEFAULT = 1000
+SDK_ENV = "BANDKIT_AGENT_SDK"  # a prebuilt SDK home to share (tests); else built per run dir
+SDK_BUILD_TIMEOUT_S = 900.0
 PROXY_START_TIMEOUT_S = 15.0
 RUNTIME_DIRS = {
     "environmentPath": "venv",
@@ -58,7 +57,46 @@ class Injection:
 
 
 def box_tag(root: Path) -> str:
+    """The tag of the box's agent processes (launcher, then the agent it execs)."""
     return f"bandkit-box:{root}"
+
+
+def proxy_tag(root: Path) -> str:
+    """The tag of the box's credential proxy (host side, not part of the agent)."""
+    return f"bandkit-box-proxy:{root}"
+
+
+# Host settings the agent needs to reach package indexes the way this host does (an
+# egress proxy, a corporate CA); like sbx setting HTTP(S)_PROXY in the VM. Values are
+# passed through unchanged, and loopback is always exempt from a proxy.
+HOST_NETWORK_ENV = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "UV_INDEX_URL",
+    "UV_DEFAULT_INDEX",
+    "UV_EXTRA_INDEX_URL",
+    "UV_INDEX",
+    "UV_NATIVE_TLS",
+    "UV_SYSTEM_CERTS",
+    "UV_HTTP_TIMEOUT",
+)
+LOOPBACK_NO_PROXY = "127.0.0.1,localhost,::1"
+
+
+def host_network_env() -> dict[str, str]:
+    env = {name: os.environ[name] for name in HOST_NETWORK_ENV if os.environ.get(name)}
+    for name in ("NO_PROXY", "no_proxy"):
+        current = os.environ.get(name, "")
+        env[name] = f"{current},{LOOPBACK_NO_PROXY}" if current else LOOPBACK_NO_PROXY
+    return env
 
 
 def agent_uid() -> int:
@@ -93,41 +131,46 @@ def find_uv() -> Path:
     raise BoxError("no uv binary found (install uv: https://docs.astral.sh/uv/)")
 
 
-def _readable_by_all(path: Path) -> bool:
-    for part in [path, *path.parents]:
-        mode = part.stat().st_mode
-        need = 0o005 if part.is_dir() else 0o004
-        if mode & need != need:
-            return False
-    return True
+def sdk_home_dir(root: Path) -> Path:
+    """Where the box's image-like SDK home lives: $BANDKIT_AGENT_SDK or beside the box."""
+    return Path(os.environ.get(SDK_ENV) or root.parent / ".sdk")
 
 
-def interpreter() -> tuple[list[str], dict[str, str]]:
-    """argv prefix and extra env that run the launcher as the agent uid."""
-    site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
-    pythonpath = os.pathsep.join([*site, str(REPO_ROOT)])
+def ensure_sdk_home(path: Path) -> dict[str, str]:
+    """Build (once, under a lock) a world-readable SDK home like the image's /opt/band."""
+    from bandkit.bench.launcher_sdk import SdkHome, SdkHomeError, build_sdk_home
+
+    done = path / ".complete"
+    if not done.exists():
+        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock", timeout=SDK_BUILD_TIMEOUT_S):
+            if not done.exists():
+                if path.exists():
+                    shutil.rmtree(path)
+                try:
+                    build_sdk_home(path, with_band_sdk=False)
+                except SdkHomeError as exc:
+                    raise BoxError(f"cannot build the agent SDK home in {path}: {exc}") from None
+                done.write_text("ok\n", encoding="utf-8")
+    home = SdkHome(root=path, python=path / "venv" / "bin" / "python", uv=path / "bin" / "uv")
+    return home.environment()
+
+
+def interpreter(root: Path) -> tuple[list[str], dict[str, str]]:
+    """argv prefix and env that run `python -m launcher` as the agent uid.
+
+    As root: setpriv to the agent uid and the python of an image-like SDK home (root's
+    own pythons are unreadable to uid 1000). Otherwise: this python, as this user.
+    """
     if os.geteuid() != 0:
-        return [sys.executable], {"BAND_KIT_AGENT_UID": str(os.getuid())}
-    if not SYSTEM_PYTHON.is_file():
-        raise BoxError(f"running as root needs {SYSTEM_PYTHON} to run the agent as uid 1000")
-    want = f"{sys.version_info.major}.{sys.version_info.minor}"
-    got = subprocess.run(
-        [str(SYSTEM_PYTHON), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=30,
-    ).stdout.strip()
-    if got != want:
-        raise BoxError(
-            f"{SYSTEM_PYTHON} is {got or 'unusable'}, need {want} to share site-packages"
-        )
-    for path in [*map(Path, site), REPO_ROOT]:
-        if not _readable_by_all(path):
-            raise BoxError(f"{path} must be world-readable for the agent uid to import from it")
+        uv = find_uv()
+        return [sys.executable], {"BAND_KIT_AGENT_UID": str(os.getuid()), "BAND_SDK_UV": str(uv)}
+    if shutil.which("setpriv") is None:
+        raise BoxError("running sandboxes as root needs setpriv (apt-get install util-linux)")
+    env = ensure_sdk_home(sdk_home_dir(root))
     uid = str(agent_uid())
     setpriv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
-    return [*setpriv, str(SYSTEM_PYTHON)], {"PYTHONPATH": pythonpath}
+    return [*setpriv, env["BAND_SDK_PYTHON"]], env
 
 
 def _prepare_root(root: Path, workspace: Path) -> Path:
@@ -149,18 +192,21 @@ def _prepare_root(root: Path, workspace: Path) -> Path:
         raise BoxError(f"{source} must be a YAML mapping")
     runtime = dict(data.get("runtime") or {})
     runtime.update({key: str(root / name) for key, name in RUNTIME_DIRS.items()})
+    runtime["cachePath"] = str(_shared_cache(root))
     data["runtime"] = runtime
     config = root / "band.yaml"
     config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     os.chmod(config, 0o644)
-    uv_copy = root.parent / "bin" / "uv"
-    if not uv_copy.exists():
-        uv_copy.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        tmp = uv_copy.with_suffix(".tmp")
-        shutil.copy2(find_uv(), tmp)
-        os.chmod(tmp, 0o755)  # noqa: S103 - the agent uid runs it
-        os.replace(tmp, uv_copy)
     return config
+
+
+def _shared_cache(root: Path) -> Path:
+    """One uv cache per run directory, owned by the agent uid (warm syncs across boxes)."""
+    cache = root.parent / ".uv-cache"
+    cache.mkdir(mode=0o755, exist_ok=True)
+    if os.geteuid() == 0 and cache.stat().st_uid != agent_uid():
+        os.chown(cache, agent_uid(), agent_uid())
+    return cache
 
 
 def _endpoints(workspace: Path, env: Mapping[str, str]) -> dict[str, str]:
@@ -174,7 +220,7 @@ def _endpoints(workspace: Path, env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def _start_proxy(
+def start_proxy(
     root: Path, workspace: Path, env: Mapping[str, str], injections: Sequence[Injection]
 ) -> dict[str, str]:
     """Start the credential proxy for endpoints whose host an injection targets."""
@@ -200,7 +246,7 @@ def _start_proxy(
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=(root / "proxy.log").open("ab"),
-        env={**os.environ, processes.TAG_ENV: box_tag(root)},
+        env={**os.environ, processes.TAG_ENV: proxy_tag(root)},
         start_new_session=True,
     )
     assert proc.stdin is not None
@@ -221,13 +267,12 @@ def _start_proxy(
 
 
 def base_env(root: Path, workspace: Path, env: Mapping[str, str]) -> dict[str, str]:
-    prefix_env = interpreter()[1]
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
-        **prefix_env,
+        **host_network_env(),
+        **interpreter(root)[1],
         "WORKSPACE_DIR": str(workspace),
-        "BAND_SDK_UV": str(root.parent / "bin" / "uv"),
         **env,
         processes.TAG_ENV: box_tag(root),
     }
@@ -243,12 +288,13 @@ def start(
     """Start the box's agent (`python -m launcher`) unless it already runs."""
     if status(root) == "running":
         return
+    processes.terminate_tagged(proxy_tag(root))  # a proxy left by an agent that died
     workspace = Path(workspace)
     config = _prepare_root(root, workspace)
     child_env = base_env(root, workspace, env)
     child_env["BAND_KIT_CONFIG_PATH"] = str(config)
-    child_env.update(_start_proxy(root, workspace, env, injections))
-    prefix, _ = interpreter()
+    child_env.update(start_proxy(root, workspace, env, injections))
+    prefix, _ = interpreter(root)
     log = (root / "startup.log").open("ab")
     subprocess.Popen(
         [*prefix, "-m", "launcher"],
@@ -265,6 +311,7 @@ def start(
 def stop(root: Path, *, grace_s: float = 10.0) -> None:
     """SIGTERM every process of the box (launcher, agent, proxy); SIGKILL stragglers."""
     processes.terminate_tagged(box_tag(root), grace_s=grace_s)
+    processes.terminate_tagged(proxy_tag(root), grace_s=grace_s)
 
 
 def remove(root: Path) -> None:
@@ -285,15 +332,15 @@ def run_command(
     workspace: Path,
     cwd: str | None = None,
     detach: bool = False,
-    stdin: bytes | None = None,
+    stdin: str | None = None,
+    capture: bool = False,
     timeout: float | None = None,
-) -> int:
+) -> subprocess.CompletedProcess[str]:
     """Run a command in the box as the agent uid; its exit code passes through."""
     root.mkdir(mode=0o755, parents=True, exist_ok=True)
-    prefix, _ = interpreter()
+    prefix, _ = interpreter(root)
     child_env = base_env(root, Path(workspace), env)
-    setpriv = prefix[:-1]  # drop the interpreter: run argv itself as the agent uid
-    full = [*setpriv, *argv]
+    full = [*prefix[:-1], *argv]  # the setpriv part only: run argv itself as the agent uid
     if detach:
         subprocess.Popen(
             full,
@@ -304,8 +351,14 @@ def run_command(
             cwd=cwd or str(workspace),
             start_new_session=True,
         )
-        return 0
-    result = subprocess.run(
-        full, input=stdin, env=child_env, cwd=cwd or str(workspace), check=False, timeout=timeout
+        return subprocess.CompletedProcess(full, 0, "", "")
+    return subprocess.run(
+        full,
+        input=stdin,
+        env=child_env,
+        cwd=cwd or str(workspace),
+        check=False,
+        timeout=timeout,
+        capture_output=capture,
+        text=True,
     )
-    return result.returncode

@@ -2,7 +2,9 @@
 
 The simulator keeps each sandbox's VM as a box under `$SBX_SIM_STATE/vms/<id>`; this
 module turns its plain-JSON arguments into `hostbox` calls, so the simulated sandbox runs
-the real launcher and agent, with the credential proxy standing in for sbx's.
+the real launcher and agent, with the credential proxy standing in for sbx's. Commands
+run by `sbx exec` see the VM's well-known paths (the kit startup log, the launcher's log
+directory) mapped into the box (`VM_PATHS`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,20 @@ def remove(vm: Path) -> None:
     hostbox.remove(vm)
 
 
+# Paths inside a real VM and where the simulator's box keeps them.
+VM_PATHS = {
+    "/var/log/sbx-kit-startup.log": "startup.log",
+    "/home/agent/.local/share/band-kit/logs": "logs",
+}
+
+
+def vm_path(vm: Path, arg: str) -> str:
+    for inside, local in VM_PATHS.items():
+        if arg == inside or arg.startswith(inside + "/"):
+            return str(vm / local) + arg[len(inside) :]
+    return arg
+
+
 def run_command(
     vm: Path,
     command: Sequence[str],
@@ -51,5 +67,10 @@ def run_command(
     detach: bool,
 ) -> int:
     return hostbox.run_command(
-        vm, command, env=env, workspace=Path(workspace), cwd=cwd, detach=detach
-    )
+        vm,
+        [vm_path(vm, arg) for arg in command],
+        env=env,
+        workspace=Path(workspace),
+        cwd=cwd,
+        detach=detach,
+    ).returncode

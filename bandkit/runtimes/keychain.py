@@ -1,0 +1,68 @@
+"""Sandbox-scoped secrets for runtimes without a host secret store (local, docker).
+
+One 0600 JSON file per sandbox name under `<run_dir>/keychain/`, the only place a value is
+written. Entries are keyed by env name; like sbx, a secret may be stored before its
+sandbox exists and outlives `remove` until it is removed itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bandkit.manifest import DIR_MODE, write_private
+from bandkit.runtimes.base import Secret
+
+
+class Keychain:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def _path(self, sandbox: str) -> Path:
+        return self.root / f"{sandbox}.json"
+
+    def entries(self, sandbox: str) -> list[dict[str, Any]]:
+        path = self._path(sandbox)
+        if not path.is_file():
+            return []
+        data: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
+        return data
+
+    def secrets(self, sandbox: str) -> list[Secret]:
+        return [
+            Secret(e["env"], tuple(e["hosts"]), e["value"], e["placeholder"])
+            for e in self.entries(sandbox)
+        ]
+
+    def _write(self, sandbox: str, entries: list[dict[str, Any]]) -> None:
+        if entries:
+            self.root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            write_private(self._path(sandbox), json.dumps(entries))
+        else:
+            self._path(sandbox).unlink(missing_ok=True)
+
+    def put(self, sandbox: str, secret: Secret) -> None:
+        entries = [e for e in self.entries(sandbox) if e["env"] != secret.env]
+        entries.append(
+            {
+                "env": secret.env,
+                "hosts": list(secret.hosts),
+                "placeholder": secret.placeholder,
+                "value": secret.value,
+            }
+        )
+        self._write(sandbox, entries)
+
+    def has(self, sandbox: str, host: str) -> bool:
+        return any(host in e["hosts"] for e in self.entries(sandbox))
+
+    def drop(self, sandbox: str, *, env: str | None = None, host: str | None = None) -> None:
+        self._write(
+            sandbox,
+            [
+                e
+                for e in self.entries(sandbox)
+                if not ((env is None or e["env"] == env) and (host is None or host in e["hosts"]))
+            ],
+        )

@@ -1,0 +1,181 @@
+"""The `local` runtime: each sandbox is a `hostbox` (host processes running the launcher).
+
+No isolation: the agent runs on this host as the agent uid (as root) or as you. For
+development and fast tests. Layout under `run_dir`:
+
+    sandboxes/<name>/sandbox.json   workspaces and plain env (no secret values)
+    sandboxes/<name>/box/           the hostbox root (runtime dirs, startup.log)
+    keychain/<name>.json            0600: the sandbox-scoped secrets (`keychain`, the only
+                                    place a value is stored); the credential proxy uses them
+
+Secrets behave as with sbx: scoped to a name, storable before the sandbox exists, seen
+inside only as their placeholder, swapped in on the wire by the credential proxy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bandkit.manifest import Kind, Manifest, Remover, Resource, write_private
+from bandkit.runtimes import hostbox
+from bandkit.runtimes.base import (
+    ExecResult,
+    Logs,
+    Runtime,
+    RuntimeName,
+    SandboxError,
+    SandboxSpec,
+    SandboxStatus,
+    Secret,
+)
+from bandkit.runtimes.keychain import Keychain
+
+NO_ISOLATION = (
+    "local runtime: no isolation; the agent runs as a host process with this host's "
+    "network and filesystem (use sbx or docker for untrusted code)"
+)
+
+
+class LocalRuntime(Runtime):
+    name = RuntimeName.LOCAL
+
+    def __init__(self, run_dir: Path, *, manifest: Manifest | None = None) -> None:
+        super().__init__(manifest=manifest)
+        self.run_dir = Path(run_dir)
+        self.keychain = Keychain(self.run_dir / "keychain")
+        self.warn(NO_ISOLATION)
+
+    # -- paths and stored state
+    def _dir(self, name: str) -> Path:
+        return self.run_dir / "sandboxes" / name
+
+    def _box(self, name: str) -> Path:
+        return self._dir(name) / "box"
+
+    def _meta(self, name: str) -> dict[str, Any]:
+        path = self._dir(name) / "sandbox.json"
+        if not path.is_file():
+            raise SandboxError(f"local: sandbox {name!r} does not exist")
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return data
+
+    def _env_and_injections(self, name: str) -> tuple[dict[str, str], list[hostbox.Injection]]:
+        env = dict(self._meta(name)["env"])
+        injections = []
+        for secret in self.keychain.secrets(name):
+            env[secret.env] = secret.placeholder
+            injections.append(hostbox.Injection(secret.hosts, secret.placeholder, secret.value))
+        return env, injections
+
+    # -- lifecycle
+    def create(self, spec: SandboxSpec) -> None:
+        if self._dir(spec.name).exists():
+            raise SandboxError(f"local: sandbox {spec.name!r} already exists; remove it first")
+        for secret in spec.secrets:
+            self.set_secret(spec.name, secret)
+        self.record(Kind.SANDBOX, spec.name, name=spec.name, path=str(self._dir(spec.name)))
+        self.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+        os.chmod(self.run_dir, 0o755)  # noqa: S103 - the agent uid must traverse it
+        self._dir(spec.name).mkdir(mode=0o755, parents=True)
+        (self.run_dir / "sandboxes").chmod(0o755)
+        meta = {"workspaces": [str(p) for p in spec.workspaces], "env": dict(spec.env)}
+        write_private(self._dir(spec.name) / "sandbox.json", json.dumps(meta))
+        self.start(spec.name)
+
+    def start(self, name: str) -> None:
+        meta = self._meta(name)
+        env, injections = self._env_and_injections(name)
+        try:
+            hostbox.start(
+                self._box(name),
+                workspace=Path(meta["workspaces"][0]),
+                env=env,
+                injections=injections,
+            )
+        except hostbox.BoxError as exc:
+            raise SandboxError(f"local: start {name}: {exc}") from None
+
+    def stop(self, name: str) -> None:
+        self._meta(name)
+        hostbox.stop(self._box(name))
+
+    def exec(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        stdin: str | None = None,
+        detach: bool = False,
+        timeout: float = 120,
+    ) -> ExecResult:
+        meta = self._meta(name)
+        if self.status(name) is SandboxStatus.STOPPED:
+            self.start(name)  # like sbx: a stopped sandbox is started first
+        box_env, _ = self._env_and_injections(name)
+        result = hostbox.run_command(
+            self._box(name),
+            argv,
+            env={**box_env, **(env or {})},
+            workspace=Path(meta["workspaces"][0]),
+            stdin=stdin if stdin is not None else "",
+            detach=detach,
+            capture=True,
+            timeout=timeout,
+        )
+        return ExecResult(result.returncode, result.stdout or "", result.stderr or "")
+
+    def status(self, name: str) -> SandboxStatus:
+        if not (self._dir(name) / "sandbox.json").is_file():
+            return SandboxStatus.ABSENT
+        running = hostbox.status(self._box(name)) == "running"
+        return SandboxStatus.RUNNING if running else SandboxStatus.STOPPED
+
+    def logs(self, name: str) -> Logs:
+        box = self._box(name)
+        return Logs(
+            startup=_read(box / "startup.log"), launcher=_read(box / "logs" / "launcher.log")
+        )
+
+    def remove(self, name: str) -> None:
+        hostbox.stop(self._box(name))
+        if self._dir(name).exists():
+            shutil.rmtree(self._dir(name))
+
+    def list(self) -> list[str]:
+        root = self.run_dir / "sandboxes"
+        if not root.is_dir():
+            return []
+        return sorted(p.name for p in root.iterdir() if (p / "sandbox.json").is_file())
+
+    # -- secrets
+    def set_secret(self, sandbox: str, secret: Secret) -> None:
+        self.record(Kind.SECRET, sandbox, secret.env, sandbox=sandbox, hosts=",".join(secret.hosts))
+        self.keychain.put(sandbox, secret)
+
+    def has_secret(self, sandbox: str, host: str) -> bool:
+        return self.keychain.has(sandbox, host)
+
+    def remove_secret(self, sandbox: str, host: str, placeholder: str) -> None:
+        self.keychain.drop(sandbox, host=host)
+
+    def _remove_secret_entry(self, resource: Resource) -> None:
+        self.keychain.drop(resource.details["sandbox"], env=resource.key.rsplit("/", 1)[1])
+
+    def removers(self) -> dict[Kind, Remover]:
+        return {
+            Kind.SANDBOX: lambda r: self.remove(r.details["name"]),
+            Kind.SECRET: self._remove_secret_entry,
+        }
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""

@@ -1,0 +1,82 @@
+"""Pick a runtime by name (`auto`: sbx if installed, else docker if a daemon answers, else
+local) and build the removers a manifest teardown needs for the runtimes it names."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from bandkit.manifest import Kind, Manifest, Remover, Resource
+from bandkit.runtimes.base import Runtime, RuntimeName, SandboxError
+
+AUTO = "auto"
+CHOICES = (AUTO, *(name.value for name in RuntimeName))
+DOCKER_PROBE_TIMEOUT_S = 10.0
+
+
+def docker_answers(binary: str = "docker") -> bool:
+    if shutil.which(binary) is None:
+        return False
+    try:
+        result = subprocess.run(
+            [binary, "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=DOCKER_PROBE_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return result.returncode == 0 and bool(result.stdout.strip())
+
+
+def resolve_name(
+    choice: str,
+    *,
+    has_sbx: Callable[[], bool] = lambda: shutil.which("sbx") is not None,
+    has_docker: Callable[[], bool] = docker_answers,
+) -> RuntimeName:
+    if choice not in CHOICES:
+        raise SandboxError(f"unknown runtime {choice!r}; choose one of {', '.join(CHOICES)}")
+    if choice != AUTO:
+        return RuntimeName(choice)
+    if has_sbx():
+        return RuntimeName.SBX
+    if has_docker():
+        return RuntimeName.DOCKER
+    return RuntimeName.LOCAL
+
+
+def get_runtime(choice: str, *, run_dir: Path, manifest: Manifest | None = None) -> Runtime:
+    name = resolve_name(choice)
+    if name is RuntimeName.SBX:
+        from bandkit.runtimes.sbx import SbxRuntime
+
+        return SbxRuntime(manifest=manifest)
+    if name is RuntimeName.DOCKER:
+        from bandkit.runtimes.docker import DockerRuntime
+
+        return DockerRuntime(run_dir, manifest=manifest)
+    from bandkit.runtimes.local import LocalRuntime
+
+    return LocalRuntime(run_dir, manifest=manifest)
+
+
+def removers(runtimes: Iterable[Runtime]) -> dict[Kind, Remover]:
+    """One remover per kind that dispatches on the entry's recorded runtime."""
+    by_runtime = {rt.name.value: rt.removers() for rt in runtimes}
+
+    def dispatch(kind: Kind) -> Remover:
+        def remove(resource: Resource) -> None:
+            owner = resource.details.get("runtime", "")
+            table = by_runtime.get(owner)
+            if table is None or kind not in table:
+                raise SandboxError(f"no {owner or 'unknown'} runtime to remove {resource.ref}")
+            table[kind](resource)
+
+        return remove
+
+    kinds = {kind for table in by_runtime.values() for kind in table}
+    return {kind: dispatch(kind) for kind in kinds}

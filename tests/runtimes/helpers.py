@@ -1,0 +1,170 @@
+"""Shared helpers for runtime and provision tests: the emulator as a real process, the
+human API through httpx, echo-agent workspaces readable by the agent uid."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from ruamel.yaml import YAML
+
+REPO = Path(__file__).resolve().parents[2]
+STARTER = REPO / "docker" / "band_python_kit" / "echo-agent"
+START_TIMEOUT_S = 30.0
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, step: float = 0.1) -> Any:
+    """Poll `predicate` until truthy or raise with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(step)
+
+
+@dataclass
+class Platform:
+    """The emulator process plus a human-API client."""
+
+    rest_url: str
+    ws_url: str
+    user_key: str
+    process: subprocess.Popen[str]
+    log: Path
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.rest_url, headers={"X-API-Key": self.user_key}, timeout=10
+        )
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        with self.client() as c:
+            response = c.request(method, path, **kwargs)
+        response.raise_for_status()
+        return response.json() if response.content else None
+
+    def register(self, name: str, description: str = "an echo agent for tests") -> tuple[str, str]:
+        body = {"agent": {"name": name, "description": description}}
+        data = self.call("POST", "/api/v1/me/agents/register", json=body)["data"]
+        return data["agent"]["id"], data["credentials"]["api_key"]
+
+    def agents(self) -> list[dict[str, Any]]:
+        return list(self.call("GET", "/api/v1/me/agents")["data"])
+
+    def delete_agent(self, agent_id: str) -> None:
+        self.call("DELETE", f"/api/v1/me/agents/{agent_id}", params={"force": "true"})
+
+    def room_with(self, agent_id: str, title: str = "runtime test") -> str:
+        room = self.call("POST", "/api/v1/me/chats", json={"chat": {"title": title}})["data"]
+        body = {"participant": {"participant_id": agent_id, "role": "member"}}
+        self.call("POST", f"/api/v1/me/chats/{room['id']}/participants", json=body)
+        return str(room["id"])
+
+    def mention(self, room: str, agent_id: str, text: str) -> None:
+        body = {"message": {"content": text, "mentions": [{"id": agent_id}]}}
+        self.call("POST", f"/api/v1/me/chats/{room}/messages", json=body)
+
+    def messages(self, room: str) -> list[dict[str, Any]]:
+        return list(self.call("GET", f"/api/v1/me/chats/{room}/messages")["data"])
+
+    def wait_reply(self, room: str, agent_id: str, token: str, timeout: float = 120) -> str:
+        def found() -> str:
+            for message in self.messages(room):
+                if message.get("sender_id") == agent_id and token in message.get("content", ""):
+                    return str(message["content"])
+            return ""
+
+        return str(wait_for(found, timeout, f"the agent's reply containing {token}", 0.25))
+
+    def round_trip(self, room: str, agent_id: str, timeout: float = 180) -> str:
+        token = f"marker-{secrets.token_hex(4)}"
+        self.mention(room, agent_id, f"hello {token}")
+        return self.wait_reply(room, agent_id, token, timeout)
+
+
+@contextmanager
+def emulator(tmp: Path, user_key: str | None = None) -> Iterator[Platform]:
+    """`python -m bandkit.emulator` on 127.0.0.1 with a user key read from a 0600 file."""
+    user_key = user_key or f"user-key-{secrets.token_hex(12)}"
+    tmp.mkdir(parents=True, exist_ok=True)
+    key_file = tmp / "user.key"
+    key_file.write_text(user_key)
+    key_file.chmod(0o600)
+    log = tmp / "emulator.log"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bandkit.emulator", "--user-key-file", str(key_file)],
+        stdout=subprocess.PIPE,
+        stderr=log.open("w"),
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        rest = process.stdout.readline().strip()
+        ws = process.stdout.readline().strip()
+        assert rest.startswith("http"), f"emulator did not start: {log.read_text()}"
+        yield Platform(rest, ws, user_key, process, log)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A world-readable directory under /tmp (the agent uid cannot enter pytest's tmp)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    path.chmod(0o755)
+    return path
+
+
+def echo_workspace(
+    parent: Path, *, agent_id: str, rest_url: str, ws_url: str, name: str = "ws"
+) -> Path:
+    """The echo-agent starter with agent.id and the emulator's endpoints in band.yaml."""
+    ws = parent / name
+    shutil.copytree(STARTER, ws, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    yaml = YAML()
+    config = yaml.load((ws / "band.yaml").read_text())
+    config["agent"]["id"] = agent_id
+    config["band"]["restUrl"] = rest_url
+    config["band"]["wsUrl"] = ws_url
+    with (ws / "band.yaml").open("w") as fh:
+        yaml.dump(config, fh)
+    for path in (ws, *ws.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return ws
+
+
+@contextmanager
+def agent_sdk_env() -> Iterator[None]:
+    """As root, build one image-like SDK home for every box in the session."""
+    if os.geteuid() != 0 or os.environ.get("BANDKIT_AGENT_SDK"):
+        yield
+        return
+    from bandkit.bench.launcher_sdk import build_sdk_home
+
+    root = scratch_dir("bandkit-agent-sdk-")
+    build_sdk_home(root / "sdk", with_band_sdk=False)
+    (root / "sdk" / ".complete").write_text("ok\n")
+    os.environ["BANDKIT_AGENT_SDK"] = str(root / "sdk")
+    try:
+        yield
+    finally:
+        os.environ.pop("BANDKIT_AGENT_SDK", None)
+        shutil.rmtree(root, ignore_errors=True)

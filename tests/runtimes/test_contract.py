@@ -1,0 +1,184 @@
+"""One lifecycle, every runtime: create -> the agent answers a mention on the emulator ->
+stop -> start -> answers again -> teardown from the manifest -> nothing left (sandboxes,
+secrets, policy rules, processes, platform agents), and the agent key never shows up in an
+output, log, manifest or simulator state file."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from bandkit.manifest import Kind, Manifest, Resource, teardown
+from bandkit.runtimes import processes
+from bandkit.runtimes.base import Runtime, SandboxSpec, SandboxStatus, Secret
+from bandkit.runtimes.docker import DockerRuntime
+from bandkit.runtimes.local import LocalRuntime
+from bandkit.runtimes.sbx import SbxRuntime
+from bandkit.runtimes.select import removers
+from tests.fakes.simharness import Sim, simulator
+from tests.runtimes.helpers import REPO, Platform, echo_workspace, scratch_dir
+
+KIT_SPEC = REPO / "docker" / "band_python_kit" / "spec.yaml"
+INSECURE = {"BAND_KIT_ALLOW_INSECURE_ENDPOINTS": "1"}
+
+
+@dataclass
+class Backend:
+    runtime: Runtime
+    sim: Sim | None = None
+    image: str | None = None
+
+
+DOCKER_IMAGE: list[str] = []  # set by the `docker_image` fixture (docker param only)
+
+
+def test_kit(parent: Path) -> Path:
+    """The real kit spec plus the emulator opt-in (http/ws endpoints) as kit env."""
+    kit = parent / "kit"
+    kit.mkdir()
+    spec = yaml.safe_load(KIT_SPEC.read_text())
+    spec["environment"] = {"variables": INSECURE}
+    (kit / "spec.yaml").write_text(yaml.safe_dump(spec))
+    return kit
+
+
+@contextmanager
+def local_backend(scratch: Path, manifest: Manifest) -> Iterator[Backend]:
+    yield Backend(LocalRuntime(scratch / "run", manifest=manifest))
+
+
+def _sim(version: str) -> Callable[[Path, Manifest], Iterator[Backend]]:
+    @contextmanager
+    def make(scratch: Path, manifest: Manifest) -> Iterator[Backend]:
+        with simulator(version) as sim, pytest.MonkeyPatch.context() as mp:
+            sim("policy", "init", "balanced", check=True)
+            for key, value in sim.env.items():
+                mp.setenv(key, value)
+            yield Backend(SbxRuntime(manifest=manifest), sim)
+
+    return make
+
+
+@contextmanager
+def docker_backend(scratch: Path, manifest: Manifest) -> Iterator[Backend]:
+    yield Backend(DockerRuntime(scratch / "run", manifest=manifest), image=DOCKER_IMAGE[0])
+
+
+BACKENDS = [
+    pytest.param(local_backend, id="local"),
+    pytest.param(_sim("0.35.0"), id="sbx-0.35"),
+    pytest.param(_sim("0.47.0"), id="sbx-0.47"),
+    pytest.param(docker_backend, id="docker", marks=pytest.mark.docker),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make_backend", BACKENDS)
+def test_lifecycle_round_trip_and_clean_teardown(
+    make_backend: Callable[[Path, Manifest], Iterator[Backend]],
+    platform: Platform,
+    agent_sdk: None,
+    request: pytest.FixtureRequest,
+) -> None:
+    if request.node.get_closest_marker("docker"):
+        DOCKER_IMAGE[:] = [request.getfixturevalue("kit_image")]
+    scratch = scratch_dir("rt-contract-")
+    name = f"rt-{secrets.token_hex(3)}"
+    manifest_path = scratch / "run" / "manifest.json"
+    agent_key = ""
+    try:
+        with Manifest.open(manifest_path) as manifest, make_backend(scratch, manifest) as be:
+            rt = be.runtime
+            manifest.record(Kind.AGENT, name, platform=platform.rest_url)
+            agent_id, agent_key = platform.register(name)
+            manifest.update(manifest.find(Kind.AGENT, name), id=agent_id)  # type: ignore[arg-type]
+            ws = echo_workspace(
+                scratch, agent_id=agent_id, rest_url=platform.rest_url, ws_url=platform.ws_url
+            )
+            host = urlsplit(platform.rest_url).hostname or ""
+            port = urlsplit(platform.rest_url).port
+            spec = SandboxSpec(
+                name=name,
+                workspaces=(ws,),
+                kit=str(test_kit(scratch)),
+                image=be.image,
+                env=INSECURE,
+                secrets=(Secret("BAND_API_KEY", (host,), agent_key),),
+                egress=(f"{host}:{port}",),
+            )
+            rt.create(spec)
+            assert name in rt.list()
+            room = platform.room_with(agent_id)
+            assert _round_trip(platform, rt, room, agent_id, name).startswith("echo: ")
+
+            rt.stop(name)
+            assert rt.status(name) is SandboxStatus.STOPPED
+            rt.start(name)
+            assert rt.status(name) is SandboxStatus.RUNNING
+            assert _round_trip(platform, rt, room, agent_id, name).startswith("echo: ")
+            logs = rt.logs(name)
+            assert "launch" in (logs.startup + logs.launcher).lower()
+
+            def remove_agent(resource: Resource) -> None:
+                if any(a["id"] == resource.details.get("id") for a in platform.agents()):
+                    platform.delete_agent(resource.details["id"])
+
+            report = teardown(manifest, {**removers([rt]), Kind.AGENT: remove_agent})
+            assert report.clean, report.lines()
+            kinds = {r.kind for r in report.removed}
+            assert {Kind.SANDBOX, Kind.SECRET, Kind.AGENT} <= kinds
+            # Nothing left.
+            assert name not in rt.list()
+            assert not rt.has_secret(name, host)
+            assert all(a["id"] != agent_id for a in platform.agents())
+            assert not manifest_path.exists()
+            if be.sim is not None:
+                rules = json.loads(be.sim("policy", "ls", "--json").stdout)["rules"]
+                assert rules == []
+                assert not list((be.sim.state / "vms").glob("*/startup.log"))
+                outputs = be.sim.outputs()
+            else:
+                outputs = ""
+            assert not [p for p in _all_tagged() if name in p]
+            texts = [outputs, logs.startup, logs.launcher, *rt.warnings]
+            texts += [p.read_text(errors="replace") for p in scratch.rglob("*") if _plain(p)]
+            assert agent_key
+            assert all(agent_key not in text for text in texts)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _round_trip(platform: Platform, rt: Runtime, room: str, agent_id: str, name: str) -> str:
+    """A mention and its echo; on a timeout the failure carries the sandbox's logs."""
+    try:
+        return platform.round_trip(room, agent_id, timeout=90)
+    except AssertionError as exc:
+        logs = rt.logs(name)
+        raise AssertionError(f"{exc}\n--- startup log\n{logs.startup[-3000:]}") from None
+
+
+def _plain(path: Path) -> bool:
+    return path.is_file() and path.name != "keychain.json" and "keychain" not in path.parts
+
+
+def _all_tagged() -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            for item in environ.split(b"\0"):
+                if item.startswith(processes.TAG_ENV.encode() + b"="):
+                    found.append(item.decode(errors="replace"))
+    return found

@@ -1,0 +1,128 @@
+"""Runtime pieces with no agent: selection, the credential proxy's header rewrite,
+tool-call redaction, the keychain, and the placeholder constant."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from bandkit.manifest import Kind, Manifest, Resource, teardown
+from bandkit.runtimes import hostbox, keyproxy
+from bandkit.runtimes.base import (
+    PROXY_MANAGED_PLACEHOLDER,
+    RuntimeName,
+    SandboxError,
+    Secret,
+    run_tool,
+)
+from bandkit.runtimes.keychain import Keychain
+from bandkit.runtimes.local import LocalRuntime
+from bandkit.runtimes.select import removers, resolve_name
+
+CANARY = "canary-sk-units-99f0aa"
+
+
+def test_placeholder_is_the_launcher_sentinel() -> None:
+    from launcher.constants import PROXY_MANAGED
+
+    assert PROXY_MANAGED_PLACEHOLDER == PROXY_MANAGED
+
+
+@pytest.mark.parametrize(
+    ("sbx", "docker", "expected"),
+    [(True, True, "sbx"), (False, True, "docker"), (False, False, "local")],
+)
+def test_auto_selection(sbx: bool, docker: bool, expected: str) -> None:
+    assert resolve_name("auto", has_sbx=lambda: sbx, has_docker=lambda: docker) == expected
+
+
+def test_explicit_and_unknown_runtime() -> None:
+    assert resolve_name("local", has_sbx=lambda: True) is RuntimeName.LOCAL
+    with pytest.raises(SandboxError, match="unknown runtime 'vm'"):
+        resolve_name("vm")
+
+
+def test_rewrite_head_swaps_header_values_only() -> None:
+    route = keyproxy.Route("emu.example", 8080, False, ((b"proxy-managed", CANARY.encode()),))
+    head = (
+        b"POST /api/proxy-managed HTTP/1.1\r\nHost: 127.0.0.1:5555\r\n"
+        b"X-API-Key: proxy-managed\r\nConnection: keep-alive\r\n\r\n"
+    )
+    out = keyproxy.rewrite_head(head, route).decode()
+    assert out.startswith("POST /api/proxy-managed HTTP/1.1\r\nHost: emu.example:8080\r\n")
+    assert f"X-API-Key: {CANARY}" in out
+    assert "keep-alive" not in out
+    assert out.endswith("Connection: close\r\n\r\n")
+
+
+def test_rewrite_head_keeps_websocket_upgrade_open() -> None:
+    route = keyproxy.Route("h", 443, True, ((b"ph", b"real"),))
+    head = b"GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nx-api-key: ph\r\n\r\n"
+    out = keyproxy.rewrite_head(head, route).decode()
+    assert "Host: h\r\n" in out
+    assert "Connection: Upgrade" in out
+    assert "Connection: close" not in out
+    assert "x-api-key: real" in out
+
+
+@pytest.mark.parametrize(
+    ("pattern", "host", "ok"),
+    [
+        ("**", "x.y", True),
+        ("**.band.ai", "app.band.ai", True),
+        ("**.band.ai", "a.b.band.ai", True),
+        ("*.band.ai", "a.b.band.ai", False),
+        ("*.band.ai", "app.band.ai", True),
+        ("127.0.0.1", "127.0.0.1", True),
+        ("127.0.0.1:8080", "127.0.0.1", True),
+        ("app.band.ai", "evil.example", False),
+    ],
+)
+def test_host_patterns(pattern: str, host: str, ok: bool) -> None:
+    assert hostbox.host_matches(pattern, host) is ok
+
+
+def test_run_tool_redacts_secrets_in_failures() -> None:
+    with pytest.raises(SandboxError) as err:
+        run_tool(
+            ["sh", "-c", f"echo {CANARY} >&2; exit 3", CANARY],
+            what="demo",
+            timeout=10,
+            redact=[CANARY],
+        )
+    assert "exit 3" in str(err.value)
+    assert CANARY not in str(err.value)
+    with pytest.raises(SandboxError, match="not installed"):
+        run_tool(["no-such-tool-xyz"], what="demo", timeout=5)
+    with pytest.raises(SandboxError, match="timed out"):
+        run_tool(["sleep", "5"], what="demo", timeout=0.2)
+
+
+def test_keychain_is_owner_only_and_keyed_by_env(tmp_path: Path) -> None:
+    chain = Keychain(tmp_path / "kc")
+    chain.put("box", Secret("A", ("h1",), "v1"))
+    chain.put("box", Secret("A", ("h1",), "v2"))
+    chain.put("box", Secret("B", ("h2",), "v3"))
+    assert [s.value for s in chain.secrets("box")] == ["v2", "v3"]
+    assert stat.S_IMODE((tmp_path / "kc" / "box.json").stat().st_mode) == 0o600
+    assert "v2" not in repr(chain.secrets("box")[0])
+    chain.drop("box", host="h1")
+    chain.drop("box", env="B")
+    assert not (tmp_path / "kc" / "box.json").exists()
+
+
+def test_local_secret_before_create_and_teardown_dispatch(tmp_path: Path) -> None:
+    with Manifest.open(tmp_path / "m.json") as manifest:
+        rt = LocalRuntime(tmp_path / "run", manifest=manifest)
+        rt.set_secret("later", Secret("BAND_API_KEY", ("127.0.0.1",), CANARY))
+        assert rt.has_secret("later", "127.0.0.1")
+        assert "no isolation" in rt.warnings[0]
+        assert CANARY not in (tmp_path / "m.json").read_text()
+        manifest.record(Kind.ROOM, "r1", runtime="elsewhere")
+        report = teardown(manifest, removers([rt]))
+    assert [r.ref for r, _ in report.failed] == ["room:r1"]
+    assert "no elsewhere runtime" in report.failed[0][1] or "no remover" in report.failed[0][1]
+    assert not rt.has_secret("later", "127.0.0.1")
+    assert isinstance(report.removed[0], Resource)
