@@ -110,8 +110,13 @@ def _sync_echo_workspace(tmp: Path) -> Path:
     for name in ("main.py", "pyproject.toml", "uv.lock"):
         shutil.copy2(ECHO_SRC / name, workspace / name)
     uv = shutil.which("uv") or "uv"
+    # Not the caller's venv: nox exports UV_PROJECT_ENVIRONMENT for its own session.
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("UV_PROJECT_ENVIRONMENT", "VIRTUAL_ENV")
+    }
     subprocess.run(
         [uv, "sync", "--locked", "--quiet", "--project", str(workspace)],
+        env=env,
         check=True,
         timeout=600,
         capture_output=True,

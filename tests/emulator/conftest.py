@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Callable
@@ -17,6 +18,7 @@ from bandkit.emulator import Emulator, EmulatorConfig
 from tests.emulator.support import ECHO_SRC, USER_KEY, AgentProcess, Registered, human_client
 
 StartEmulator = Callable[..., Any]
+UV_ENV_OVERRIDES = ("UV_PROJECT_ENVIRONMENT", "VIRTUAL_ENV")
 
 
 @pytest_asyncio.fixture
@@ -54,8 +56,11 @@ def echo_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     workspace = tmp_path_factory.mktemp("echo-agent")
     for name in ("main.py", "pyproject.toml", "uv.lock"):
         shutil.copy2(ECHO_SRC / name, workspace / name)
+    # Not the caller's venv: nox exports UV_PROJECT_ENVIRONMENT for its own session.
+    env = {k: v for k, v in os.environ.items() if k not in UV_ENV_OVERRIDES}
     result = subprocess.run(
         [uv, "sync", "--locked", "--quiet", "--project", str(workspace)],
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
