@@ -48,7 +48,8 @@ DOCKER_CLEAN = (
     '/var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };\n'
     'Dir::Cache::pkgcache ""; Dir::Cache::srcpkgcache "";\n'
 )
-DEBOOTSTRAP_TIMEOUT_S = 900.0
+DEBOOTSTRAP_TIMEOUT_S = 1200.0
+BINFMT = Path("/proc/sys/fs/binfmt_misc")
 UV_WHEEL_TAGS = {"amd64": "musllinux_1_1_x86_64", "arm64": "musllinux_1_1_aarch64"}
 
 Progress = Callable[[str], None]
@@ -85,14 +86,8 @@ def ensure_bases(arches: tuple[str, ...], progress: Progress = print) -> list[st
     for arch in arches:
         if arch not in UV_WHEEL_TAGS:
             raise ImageError(f"image.bases: unsupported arch {arch!r}; use amd64 or arm64")
-        if (
-            arch != host_arch()
-            and not Path(f"/proc/sys/fs/binfmt_misc/qemu-{_qemu(arch)}").exists()
-        ):
-            raise ImageError(
-                f"image.bases: building {arch} needs qemu emulation: "
-                "apt-get install qemu-user-static binfmt-support"
-            )
+        if arch != host_arch():
+            _enable_emulation(arch)
     summary = []
     for base in planned(arches):
         if image_exists(base.tag):
@@ -107,8 +102,19 @@ def ensure_bases(arches: tuple[str, ...], progress: Progress = print) -> list[st
     return summary
 
 
-def _qemu(arch: str) -> str:
-    return {"arm64": "aarch64", "amd64": "x86_64"}[arch]
+def _enable_emulation(arch: str) -> None:
+    """Register qemu for a foreign arch (binfmt_misc mounted, entry enabled) or explain."""
+    qemu = {"arm64": "aarch64", "amd64": "x86_64"}[arch]
+    entry = BINFMT / f"qemu-{qemu}"
+    hint = f"image.bases: {arch} needs qemu: apt-get install qemu-user-static binfmt-support"
+    if shutil.which("update-binfmts") is None:
+        raise ImageError(hint)
+    if not (BINFMT / "register").exists():
+        _checked(["mount", "-t", "binfmt_misc", "binfmt_misc", str(BINFMT)], "mount binfmt_misc")
+    if not entry.exists():
+        _checked(["update-binfmts", "--enable", f"qemu-{qemu}"], f"enable qemu-{qemu}")
+    if not entry.exists():
+        raise ImageError(hint)
 
 
 def _make_python(base: Base, progress: Progress) -> None:
