@@ -8,18 +8,22 @@ A human WebSocket observer checks created -> processing -> reply -> processed.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from band.client.rest import AsyncRestClient
 
 from bandkit.emulator import Emulator
+from tests.emulator.conftest import StartEmulator
 from tests.emulator.support import (
     USER_KEY,
     AgentProcess,
     Observer,
+    Seen,
     add,
     create_room,
     eventually,
+    human_client,
     mention,
     register,
 )
@@ -54,10 +58,22 @@ async def _assert_round_trip(
         timeout=15,
         what="processed status",
     )
-    statuses = obs.status_of(message_id, agent_id)
-    assert statuses.index("processing") < statuses.index("processed")
-    order = [s.payload.id for s in obs.seen if s.event == "message_created"]
-    assert order.index(message_id) < order.index(reply.payload.id)
+
+    def first(event: str, match: Callable[[Seen], bool]) -> int:
+        return next(i for i, s in enumerate(obs.seen) if s.event == event and match(s))
+
+    def status_is(status: str) -> Callable[[Seen], bool]:
+        def match(s: Seen) -> bool:
+            delivery = (s.payload.metadata.delivery_status or {}).get(agent_id, {})
+            return bool(s.payload.id == message_id and delivery.get("status") == status)
+
+        return match
+
+    created = first("message_created", lambda s: s.payload.id == message_id)
+    processing = first("message_updated", status_is("processing"))
+    replied = first("message_created", lambda s: s.payload.id == reply.payload.id)
+    processed = first("message_updated", status_is("processed"))
+    assert created < processing < replied < processed
     listed = await human.human_api_messages.list_my_chat_messages(chat_id=room)
     assert listed.data[0].content.startswith("echo: ")  # newest first
     assert listed.data[0].content.endswith(text)
@@ -111,4 +127,26 @@ async def test_backlog_message_sent_before_start_is_answered(
         message_id = await mention(human, room, agent, "waiting for you")
         process = echo_agents(agent, emu.rest_url, emu.ws_url)
         await _assert_round_trip(obs, human, room, agent.id, message_id, "waiting for you")
+    _assert_clean(process)
+
+
+async def test_echo_over_tls_trusting_the_printed_ca(
+    start_emulator: StartEmulator,
+    echo_agents: Callable[..., AgentProcess],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    emu: Emulator = await start_emulator(tls=True, tls_dir=tmp_path / "tls")
+    assert emu.ca_file is not None
+    assert emu.rest_url.startswith("https://")
+    monkeypatch.setenv("SSL_CERT_FILE", str(emu.ca_file))  # how clients trust it
+    human = human_client(emu.rest_url)
+    agent = await register(human)
+    room = await create_room(human)
+    await add(human, room, agent.id)
+    async with Observer(emu.ws_url) as obs:
+        await obs.watch(room)
+        process = echo_agents(agent, emu.rest_url, emu.ws_url, SSL_CERT_FILE=str(emu.ca_file))
+        message_id = await mention(human, room, agent, "over tls")
+        await _assert_round_trip(obs, human, room, agent.id, message_id, "over tls")
     _assert_clean(process)
