@@ -38,7 +38,8 @@ async def socket_endpoint(websocket: WebSocket) -> None:
     if query.get("vsn", "2.0.0") != "2.0.0":
         await _deny(websocket, 400, "bad_request", "only Phoenix serializer vsn=2.0.0 is supported")
         return
-    key = websocket.headers.get("x-api-key") or query.get("api_key")
+    # Header only: a key in the query string would end up in access logs.
+    key = websocket.headers.get("x-api-key")
     principal = platform.authenticate(key)
     if principal is None:
         await _deny(websocket, 403, "unauthorized", "missing or invalid API key")

@@ -248,3 +248,38 @@ async def test_second_connection_supersedes_the_first(
                 health = (await client.get("/_emulator/health")).json()["data"]
             assert health["online_agents"] == [agent.id]
             assert health["sockets"] == 1
+
+
+async def test_user_rooms_and_agent_control_pushes(emu: Emulator, human: AsyncRestClient) -> None:
+    profile = await human.human_api_profile.get_my_profile()
+    agent = await register(human)
+    async with peer(emu, USER_KEY) as u, peer(emu, agent.key) as a:
+        user_topic = f"user_rooms:{profile.data.id}"
+        jr_user, _ = await u.join(user_topic)
+        control_topic = f"agent_control:{agent.id}"
+        jr_control, _ = await a.join(control_topic)
+        room = await create_room(human, "announced")
+        added = await u.recv()
+        assert added[:4] == [jr_user, None, user_topic, "room_added"]
+        assert (added[4]["id"], added[4]["title"]) == (room, "announced")
+        await add(human, room, agent.id)
+        async with raw_client(emu.rest_url) as client:
+            body = {"mode": "interrupt", "room_id": room}
+            assert (
+                await client.post(f"/_emulator/agents/{agent.id}/control", json=body)
+            ).is_success
+            control = await a.recv()
+            assert control[:4] == [jr_control, None, control_topic, "agent.control"]
+            assert control[4]["mode"] == "interrupt"
+            assert control[4]["scope"] == "room"
+            assert control[4]["correlation_id"]
+            assert (await client.delete(f"/api/v1/me/chats/{room}")).status_code == 204
+        removed = await u.recv()
+        assert removed[:4] == [jr_user, None, user_topic, "room_removed"]
+
+
+async def test_api_key_in_the_query_string_is_not_accepted(emu: Emulator) -> None:
+    with pytest.raises(InvalidStatus) as caught:
+        async with connect(f"{emu.ws_url}?vsn=2.0.0&api_key={USER_KEY}"):
+            pass
+    assert caught.value.response.status_code == 403
