@@ -1,11 +1,13 @@
 """Build the kit image: `build(BuildRequest)` plans the docker argv and runs it per platform.
 
 Bases: `official` keeps the Dockerfile's digest-pinned defaults; `local` passes the
-images `invoke image.bases` made. Multi-arch: with a multi-platform buildx builder the
-platforms build in one command (and are pushed from there); otherwise each platform is
-built on its own and tagged `<tag>-<arch>`, and `image.push` merges them into one
-manifest. Build CA files are copied into the git-ignored `build-ca/` folder for the
-build only, so just the builder stage trusts them.
+images `invoke image.bases` made. Multi-arch: each platform is built on its own with the
+classic builder (under qemu for a foreign arch) and tagged `<tag>-<arch>`, and
+`image.push --arch ...` merges them into one manifest list. A one-command buildx
+multi-platform build is not implemented: Debian's Docker here has no buildx, and the
+docker-container driver needs an image that cannot be pulled offline. Build CA files are
+copied into the git-ignored `build-ca/` folder for the build only, so just the builder
+stage trusts them.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ HOST_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 TEST_TAG = "band-python-kit:dockertest"
 HOME_OVERRIDE_TAG = "band-python-kit:dockertest-sdkhome"
 HOME_OVERRIDE = "/opt/custom-band"
+EXTRA_TAG = "band-python-kit:dockertest-extra"
 
 
 def _build(tag: str, *extra_args: tuple[str, str]) -> str:
@@ -70,6 +71,12 @@ def run(
         timeout=timeout,
         env={**os.environ, **env},
     )
+
+
+@pytest.fixture(scope="session")
+def sdk_extra_image() -> str:
+    """The image built with one optional band-sdk extra (`--sdk-extra logging`)."""
+    return _build(EXTRA_TAG, ("SDK_EXTRA", "logging"))
 
 
 @pytest.fixture

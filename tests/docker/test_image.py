@@ -135,6 +135,15 @@ def test_sdk_home_override_still_starts(sdk_home_image: str) -> None:
     assert proc.stdout.split() == [f"{HOME_OVERRIDE}/venv/bin/python", str(AGENT_UID)]
 
 
+def test_sdk_extra_bakes_one_extra_into_the_sdk_venv(kit_image: str, sdk_extra_image: str) -> None:
+    code = "import importlib.util as u; print(bool(u.find_spec('rich')), bool(u.find_spec('band')))"
+    with_extra = run(sdk_extra_image, "bash", "-c", f'exec "$BAND_SDK_PYTHON" -c "{code}"')
+    without = run(kit_image, "bash", "-c", f'exec "$BAND_SDK_PYTHON" -c "{code}"')
+    assert with_extra.returncode == 0, with_extra.stderr
+    assert with_extra.stdout.split() == ["True", "True"]
+    assert without.stdout.split() == ["False", "True"]
+
+
 def test_missing_sdk_interpreter_fails_closed(kit_image: str) -> None:
     proc = run(kit_image, "bash", "-c", "echo RAN", env={"BAND_SDK_PYTHON": "/nonexistent/python"})
     assert proc.returncode == 1
