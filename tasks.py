@@ -166,6 +166,87 @@ def validate(c: Context, spec: str = "") -> None:
 
 
 @task(
+    name="provision",
+    auto_shortflags=False,
+    help={
+        "name": "sandbox name; also scopes the stored key and the idempotency checks",
+        "description": "agent description shown on the platform (10-500 characters)",
+        "workspace": "workspace directory holding band.yaml (agent.id is written there)",
+        "agent_name": "agent display name on the platform (default: --name)",
+        "host": "host pattern the key is injected for (default **.band.ai, or the REST host)",
+        "rest_url": "platform REST URL (default BAND_REST_URL, else the local platform, else prod)",
+        "create": "create the sandbox after registering (default); --no-create skips it",
+        "kit": "kit directory or reference for `sbx create` (required for sbx)",
+        "runtime": "auto (sbx, else docker, else local), sbx, docker or local",
+        "timeout": "seconds to wait for the registration answer (default 120)",
+        "run_dir": "where manifests and local sandbox state live (default .run)",
+    },
+)
+def kit_provision(
+    c: Context,
+    name: str,
+    description: str,
+    workspace: str,
+    agent_name: str = "",
+    host: str = "",
+    rest_url: str = "",
+    create: bool = True,
+    kit: str = "",
+    runtime: str = "auto",
+    timeout: int = 120,
+    run_dir: str = ".run",
+) -> None:
+    """Register a Band agent with your user key (BAND_API_KEY_USER or a prompt), write its id
+    into band.yaml, store its key as a sandbox-scoped secret and create the sandbox.
+
+    stdout is the agent id only; progress goes to stderr. Safe to re-run.
+    """
+    from bandkit import provision, provision_run
+
+    try:
+        agent_id = provision_run.main(
+            name=name,
+            description=description,
+            workspace=Path(workspace),
+            agent_name=agent_name,
+            host=host,
+            rest_url=rest_url,
+            create=create,
+            kit=kit or None,
+            runtime=runtime,
+            timeout=timeout,
+            run_dir=Path(run_dir),
+        )
+    except provision.ProvisionError as exc:
+        raise Exit(f"kit.provision: {exc}", code=1) from None
+    print(agent_id)
+
+
+@task(
+    name="unprovision",
+    auto_shortflags=False,
+    help={
+        "name": "the --name given to kit.provision",
+        "rest_url": "platform REST URL (same default rule as kit.provision)",
+        "run_dir": "the run directory used by kit.provision (default .run)",
+    },
+)
+def kit_unprovision(c: Context, name: str, rest_url: str = "", run_dir: str = ".run") -> None:
+    """Remove what kit.provision recorded for NAME: sandbox, stored key, rules, the agent."""
+    from bandkit import provision, provision_run
+
+    try:
+        lines, clean = provision_run.main_unprovision(
+            name=name, rest_url=rest_url, run_dir=Path(run_dir)
+        )
+    except provision.ProvisionError as exc:
+        raise Exit(f"kit.unprovision: {exc}", code=1) from None
+    print("\n".join(lines))
+    if not clean:
+        raise Exit("kit.unprovision: some resources remain (listed above); re-run", code=1)
+
+
+@task(
     name="up",
     help={
         "port": "port to listen on; 0 picks a free one (default 0)",
@@ -218,6 +299,6 @@ ns = Collection(
     doctor,
     Collection("ci", prepare),
     Collection("image", bases, build, push),
-    Collection("kit", stamp, validate),
+    Collection("kit", stamp, validate, kit_provision, kit_unprovision),
     Collection("platform", platform_up, platform_down, platform_status, platform_logs),
 )

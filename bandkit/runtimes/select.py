@@ -50,6 +50,7 @@ def resolve_name(
 
 
 def get_runtime(choice: str, *, run_dir: Path, manifest: Manifest | None = None) -> Runtime:
+    """The runtime for `choice`; local and docker keep their state in `run_dir/<name>`."""
     name = resolve_name(choice)
     if name is RuntimeName.SBX:
         from bandkit.runtimes.sbx import SbxRuntime
@@ -58,10 +59,10 @@ def get_runtime(choice: str, *, run_dir: Path, manifest: Manifest | None = None)
     if name is RuntimeName.DOCKER:
         from bandkit.runtimes.docker import DockerRuntime
 
-        return DockerRuntime(run_dir, manifest=manifest)
+        return DockerRuntime(run_dir / name.value, manifest=manifest)
     from bandkit.runtimes.local import LocalRuntime
 
-    return LocalRuntime(run_dir, manifest=manifest)
+    return LocalRuntime(run_dir / name.value, manifest=manifest)
 
 
 def removers(runtimes: Iterable[Runtime]) -> dict[Kind, Remover]:

@@ -134,14 +134,16 @@ def scratch_dir(prefix: str) -> Path:
 
 
 def echo_workspace(
-    parent: Path, *, agent_id: str, rest_url: str, ws_url: str, name: str = "ws"
+    parent: Path, *, agent_id: str | None, rest_url: str, ws_url: str, name: str = "ws"
 ) -> Path:
-    """The echo-agent starter with agent.id and the emulator's endpoints in band.yaml."""
+    """The echo-agent starter with the emulator's endpoints (and agent.id unless None) in
+    band.yaml."""
     ws = parent / name
     shutil.copytree(STARTER, ws, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
     yaml = YAML()
     config = yaml.load((ws / "band.yaml").read_text())
-    config["agent"]["id"] = agent_id
+    if agent_id is not None:
+        config["agent"]["id"] = agent_id
     config["band"]["restUrl"] = rest_url
     config["band"]["wsUrl"] = ws_url
     with (ws / "band.yaml").open("w") as fh:

@@ -1,0 +1,127 @@
+"""The platform's human API as provisioning uses it, through the real `band_rest` client.
+
+`register_agent` makes exactly one attempt (`max_retries: 0`: no idempotency key, and the
+minted key is shown once), bounded by a client-side timeout. `find_agent_by_name` pages a
+case-insensitive substring filter for an exact match (cursor paging where the platform
+gives a cursor, page numbers otherwise). `describe_register_error` maps 403 and 422.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from band_rest import AgentRegisterRequest, AsyncRestClient
+from band_rest.core.api_error import ApiError
+
+NO_RETRY: dict[str, Any] = {"max_retries": 0}
+NAME_FIELDS = frozenset({"name", "/agent/name"})
+MAX_PAGES = 100
+
+
+class RegistrationFailed(Exception):
+    """The platform answered with an error; the message is for the user."""
+
+
+class RegistrationTimeout(Exception):
+    """No answer within the client-side timeout; the outcome is unknown."""
+
+
+@asynccontextmanager
+async def client(api_key: str, rest_url: str) -> AsyncIterator[AsyncRestClient]:
+    rest = AsyncRestClient(api_key=api_key, base_url=rest_url.rstrip("/"))
+    try:
+        yield rest
+    finally:
+        await rest._client_wrapper.httpx_client.httpx_client.aclose()
+
+
+def _details(body: Any) -> dict[str, list[str]]:
+    error = body.get("error") if isinstance(body, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    return details if isinstance(details, dict) else {}
+
+
+def describe_register_error(status: int | None, body: Any) -> str:
+    if status == 403:
+        return (
+            "the platform refused (403): the plan's agent cap is reached or this key may not "
+            "register agents; delete an unused agent or use a register_only-scoped user key"
+        )
+    if status == 422:
+        others = {k: v for k, v in _details(body).items() if k not in NAME_FIELDS}
+        if others:
+            problems = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in others.items())
+            return f"the platform rejected the registration (422): {problems}"
+        return (
+            "an agent with this name already exists (422); pick another --agent-name or --name "
+            "(adopting an existing agent is not supported: its key was shown only once)"
+        )
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    if message:
+        return f"registration failed (HTTP {status}): {message}"
+    return f"registration failed: HTTP {status}"
+
+
+async def register_agent(
+    *, api_key: str, rest_url: str, name: str, description: str, timeout_s: float
+) -> tuple[str, str]:
+    """One registration attempt; returns (agent id, agent key)."""
+    async with client(api_key, rest_url) as rest:
+        try:
+            response = await asyncio.wait_for(
+                rest.human_api_agents.register_my_agent(
+                    agent=AgentRegisterRequest(name=name, description=description),
+                    request_options=NO_RETRY,
+                ),
+                timeout=timeout_s,
+            )
+        except TimeoutError:
+            raise RegistrationTimeout(name) from None
+        except ApiError as exc:
+            raise RegistrationFailed(describe_register_error(exc.status_code, exc.body)) from None
+        except OSError as exc:
+            raise RegistrationFailed(f"cannot reach {rest_url}: {exc}") from None
+        except Exception as exc:  # httpx transport errors are not OSError
+            if type(exc).__module__.startswith("httpx"):
+                raise RegistrationFailed(f"cannot reach {rest_url}: {exc}") from None
+            raise
+    return str(response.data.agent.id), str(response.data.credentials.api_key)
+
+
+async def find_agent_by_name(*, api_key: str, rest_url: str, name: str) -> str | None:
+    """The id of the agent named exactly `name`, or None after every page was read."""
+    async with client(api_key, rest_url) as rest:
+        cursor: str | None = None
+        page = 1
+        for _ in range(MAX_PAGES):
+            response = await rest.human_api_agents.list_my_agents(
+                name=name,
+                cursor=cursor,
+                page=None if cursor else page,
+                request_options=NO_RETRY,
+            )
+            match = next((a for a in response.data if a.name == name), None)
+            if match is not None:
+                return str(match.id)
+            meta = response.metadata
+            if not getattr(meta, "has_more", False):
+                return None
+            cursor = getattr(meta, "next_cursor", None)
+            page += 1
+        raise RuntimeError(f"more than {MAX_PAGES} pages of agents named like {name!r}")
+
+
+async def delete_agent(*, api_key: str, rest_url: str, agent_id: str) -> None:
+    """Delete an agent (force); an agent that is already gone is success."""
+    async with client(api_key, rest_url) as rest:
+        try:
+            await rest.human_api_agents.delete_my_agent(
+                id=agent_id, force=True, request_options=NO_RETRY
+            )
+        except ApiError as exc:
+            if exc.status_code != 404:
+                raise
