@@ -20,6 +20,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket
 
+from bandkit.emulator import wire
 from bandkit.emulator.ops import Push
 
 log = logging.getLogger("bandkit.emulator.ws")
@@ -110,12 +111,7 @@ class Broker:
             return
         topic = f"agent_control:{agent_id}"
         if topic in old.topics:
-            payload = {
-                "reason": "superseded",
-                "message": "A newer connection for this agent took over.",
-                "retryable": False,
-            }
-            old.send(frame(old.topics[topic], None, topic, "supersede", payload))
+            old.send(frame(old.topics[topic], None, topic, "supersede", wire.supersede()))
         old.close(1000, "superseded")
         log.info("agent %s: older connection superseded", agent_id)
 

@@ -13,8 +13,6 @@ A restart is a real process restart with `--state-file`, so there is no restart 
 
 from __future__ import annotations
 
-import uuid
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -89,13 +87,7 @@ async def agent_control(request: Request, platform: Platform, _: Principal) -> R
             platform.stopped.add((agent_id, rid))
         elif mode == "play":
             platform.stopped.discard((agent_id, rid))
-    payload = {
-        "mode": mode,
-        "scope": "room" if room_id is not None else "agent",
-        "agent_id": agent_id,
-        "room_id": room_id,
-        "correlation_id": str(uuid.uuid4()),
-    }
+    payload = wire.agent_control(mode, agent_id, None if room_id is None else str(room_id))
     topic = ops.agent_control_topic(agent_id)
     platform.broker.publish([ops.Push(topic, "agent.control", payload, users=False)])
     return data(payload)

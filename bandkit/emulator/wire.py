@@ -6,6 +6,7 @@ Shapes follow `band_rest`'s Fern models and `band_sdk_core`'s push validators; s
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from bandkit.emulator.state import (
@@ -158,6 +159,28 @@ def my_agent(a: AgentRecord) -> JSON:
         "is_external": True,
         "inserted_at": a.inserted_at,
         "updated_at": a.updated_at,
+    }
+
+
+def supersede() -> JSON:
+    """`supersede` on `agent_control:A` (terminal for the SDK: it stops reconnecting)."""
+    return {
+        "reason": "superseded",
+        "message": "A newer connection for this agent took over.",
+        "retryable": False,
+        "correlation_id": str(uuid.uuid4()),
+    }
+
+
+def agent_control(mode: str, agent_id: str, room_id: str | None) -> JSON:
+    """`agent.control` on `agent_control:A`: interrupt, stop or play, agent- or room-scoped."""
+    return {
+        "mode": mode,
+        "scope": "room" if room_id is not None else "agent",
+        "agent_id": agent_id,
+        "room_id": room_id,
+        "execution_id": str(uuid.uuid4()),
+        "correlation_id": str(uuid.uuid4()),
     }
 
 
