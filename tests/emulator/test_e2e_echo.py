@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from band.client.rest import AsyncRestClient
+from websockets.asyncio.client import connect
 
 from bandkit.emulator import Emulator
 from tests.emulator.conftest import StartEmulator
@@ -150,3 +151,21 @@ async def test_echo_over_tls_trusting_the_printed_ca(
         message_id = await mention(human, room, agent, "over tls")
         await _assert_round_trip(obs, human, room, agent.id, message_id, "over tls")
     _assert_clean(process)
+
+
+async def test_a_newer_connection_supersedes_the_running_agent(
+    emu: Emulator, human: AsyncRestClient, echo_agents: Callable[..., AgentProcess]
+) -> None:
+    agent = await register(human)
+    process = echo_agents(agent, emu.rest_url, emu.ws_url)
+    await eventually(_online(emu, agent.id), timeout=60, what="agent online")
+    headers = {"x-api-key": agent.key}
+    async with connect(f"{emu.ws_url}?vsn=2.0.0&agent_id={agent.id}", additional_headers=headers):
+        assert process.proc is not None
+        await eventually(
+            lambda: process.proc is not None and process.proc.poll() is not None,
+            timeout=30,
+            what="the superseded agent to stop",
+        )
+    assert "supersede" in process.log().lower()
+    assert "Traceback" not in process.log()
