@@ -283,3 +283,31 @@ async def test_api_key_in_the_query_string_is_not_accepted(emu: Emulator) -> Non
         async with connect(f"{emu.ws_url}?vsn=2.0.0&api_key={USER_KEY}"):
             pass
     assert caught.value.response.status_code == 403
+
+
+async def test_real_sdk_agent_with_reject_policy_is_refused_while_another_runs(
+    emu: Emulator, human: AsyncRestClient
+) -> None:
+    from band import Agent
+    from band.core.exceptions import AgentAlreadyRunningError
+    from band.core.simple_adapter import SimpleAdapter
+    from band.core.types import ConflictPolicy
+    from band.runtime.agentconfig import AgentConfig
+
+    class Silent(SimpleAdapter[object]):
+        async def on_message(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    agent = await register(human)
+    async with peer(emu, agent.key, f"vsn=2.0.0&agent_id={agent.id}") as holder:
+        sdk_agent = Agent.create(
+            adapter=Silent(),
+            agent_id=agent.id,
+            api_key=agent.key,
+            rest_url=emu.rest_url,
+            ws_url=emu.ws_url,
+            config=AgentConfig(conflict_policy=ConflictPolicy.REJECT),
+        )
+        with pytest.raises(AgentAlreadyRunningError):
+            await sdk_agent.start()
+        await holder.heartbeat()  # the holder was not disturbed
