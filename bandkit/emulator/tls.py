@@ -101,8 +101,10 @@ def _alt_names(hosts: list[str]) -> list[x509.GeneralName]:
 def ensure(directory: Path, hosts: list[str]) -> TlsFiles:
     """Create (or reuse) the CA in `directory` and issue a server cert for `hosts`."""
     try:
+        # Readable directory (the CA certificate is public, e.g. for a uid-1000 agent's
+        # SSL_CERT_FILE); both private keys are written 0600.
         directory.mkdir(parents=True, exist_ok=True)
-        os.chmod(directory, 0o700)
+        os.chmod(directory, 0o755)  # noqa: S103 - deliberate, see above
         now = dt.datetime.now(dt.UTC)
         ca_cert, ca_key = _load_or_make_ca(directory, now)
         key = ec.generate_private_key(ec.SECP256R1())
