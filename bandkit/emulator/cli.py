@@ -59,6 +59,13 @@ def parser() -> argparse.ArgumentParser:
         help="CA and certificate directory (default: beside --state-file, else .run/emulator-tls)",
     )
     p.add_argument(
+        "--tls-name",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="extra DNS name or IP for the certificate, e.g. host.docker.internal (repeatable)",
+    )
+    p.add_argument(
         "--ws-ping-interval",
         type=float,
         default=DEFAULTS.ws_ping_interval,
@@ -184,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             shutdown_timeout=args.shutdown_timeout,
             access_log=args.access_log,
             start_paused=args.start_paused,
+            extra_tls_hosts=tuple(args.tls_name),
         )
         asyncio.run(_amain(config, user_key, key_line))
     except EmulatorError as exc:

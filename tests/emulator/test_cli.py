@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cryptography import x509
 from websockets.asyncio.client import connect
 
 from tests.emulator.support import REPO_ROOT, USER_KEY, EmulatorProcess
@@ -98,7 +99,16 @@ async def test_key_from_file_is_never_printed(tmp_path: Path) -> None:
 async def test_tls_serves_https_and_wss_trusted_by_the_printed_ca(tmp_path: Path) -> None:
     tls_dir = tmp_path / "tls"
     emulator = await EmulatorProcess(
-        ["--tls", "--tls-dir", str(tls_dir), "--user-key", USER_KEY], tmp_path / "emu.log"
+        [
+            "--tls",
+            "--tls-dir",
+            str(tls_dir),
+            "--tls-name",
+            "host.docker.internal",
+            "--user-key",
+            USER_KEY,
+        ],
+        tmp_path / "emu.log",
     ).start()
     try:
         assert emulator.rest_url.startswith("https://")
@@ -121,3 +131,6 @@ async def test_tls_serves_https_and_wss_trusted_by_the_printed_ca(tmp_path: Path
     finally:
         assert await emulator.stop() == 0
     assert oct((tls_dir / "ca-key.pem").stat().st_mode & 0o777) == "0o600"
+    cert = x509.load_pem_x509_certificate((tls_dir / "server.pem").read_bytes())
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "host.docker.internal" in names.get_values_for_type(x509.DNSName)
