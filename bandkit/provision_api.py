@@ -15,6 +15,7 @@ from typing import Any
 
 from band_rest import AgentRegisterRequest, AsyncRestClient
 from band_rest.core.api_error import ApiError
+from band_rest.core.parse_error import ParsingError
 
 NO_RETRY: dict[str, Any] = {"max_retries": 0}
 NAME_FIELDS = frozenset({"name", "/agent/name"})
@@ -81,7 +82,7 @@ async def register_agent(
             )
         except TimeoutError:
             raise RegistrationTimeout(name) from None
-        except ApiError as exc:
+        except (ApiError, ParsingError) as exc:  # ParsingError: an error body of another shape
             raise RegistrationFailed(describe_register_error(exc.status_code, exc.body)) from None
         except OSError as exc:
             raise RegistrationFailed(f"cannot reach {rest_url}: {exc}") from None

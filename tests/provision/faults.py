@@ -112,5 +112,17 @@ def fault_proxy(upstream: str, faults: Faults) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{holder['port']}"
     finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
+
+        async def shutdown() -> None:
+            server = holder["server"]
+            assert isinstance(server, asyncio.base_events.Server)
+            server.close()
+            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            loop.stop()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), loop)
+        thread.join(10)
+        loop.close()

@@ -157,10 +157,9 @@ def test_create_is_decided_separately(
 
 
 def _kit(parent: Path) -> str:
-    from tests.runtimes.test_contract import test_kit
+    from tests.runtimes.helpers import make_kit
 
-    kit = parent / "kit"
-    return str(kit) if kit.exists() else str(test_kit(parent))
+    return str(make_kit(parent))
 
 
 def test_description_and_key_are_checked_first(platform: Platform, scratch: Path) -> None:

@@ -21,7 +21,8 @@ from ruamel.yaml import YAML
 
 REPO = Path(__file__).resolve().parents[2]
 STARTER = REPO / "docker" / "band_python_kit" / "echo-agent"
-START_TIMEOUT_S = 30.0
+KIT_SPEC = REPO / "docker" / "band_python_kit" / "spec.yaml"
+INSECURE = {"BAND_KIT_ALLOW_INSECURE_ENDPOINTS": "1"}
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, step: float = 0.1) -> Any:
@@ -170,3 +171,17 @@ def agent_sdk_env() -> Iterator[None]:
     finally:
         os.environ.pop("BANDKIT_AGENT_SDK", None)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def make_kit(parent: Path) -> Path:
+    """The real kit spec plus the emulator opt-in (http/ws endpoints) as kit env."""
+    import yaml as pyyaml
+
+    kit = parent / "kit"
+    if kit.exists():
+        return kit
+    kit.mkdir()
+    spec = pyyaml.safe_load(KIT_SPEC.read_text())
+    spec["environment"] = {"variables": INSECURE}
+    (kit / "spec.yaml").write_text(pyyaml.safe_dump(spec))
+    return kit

@@ -15,7 +15,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-import yaml
 
 from bandkit.manifest import Kind, Manifest, Resource, teardown
 from bandkit.runtimes import processes
@@ -25,10 +24,7 @@ from bandkit.runtimes.local import LocalRuntime
 from bandkit.runtimes.sbx import SbxRuntime
 from bandkit.runtimes.select import removers
 from tests.fakes.simharness import Sim, simulator
-from tests.runtimes.helpers import REPO, Platform, echo_workspace, scratch_dir
-
-KIT_SPEC = REPO / "docker" / "band_python_kit" / "spec.yaml"
-INSECURE = {"BAND_KIT_ALLOW_INSECURE_ENDPOINTS": "1"}
+from tests.runtimes.helpers import INSECURE, Platform, echo_workspace, make_kit, scratch_dir
 
 
 @dataclass
@@ -39,16 +35,6 @@ class Backend:
 
 
 DOCKER_IMAGE: list[str] = []  # set by the `docker_image` fixture (docker param only)
-
-
-def test_kit(parent: Path) -> Path:
-    """The real kit spec plus the emulator opt-in (http/ws endpoints) as kit env."""
-    kit = parent / "kit"
-    kit.mkdir()
-    spec = yaml.safe_load(KIT_SPEC.read_text())
-    spec["environment"] = {"variables": INSECURE}
-    (kit / "spec.yaml").write_text(yaml.safe_dump(spec))
-    return kit
 
 
 @contextmanager
@@ -109,7 +95,7 @@ def test_lifecycle_round_trip_and_clean_teardown(
             spec = SandboxSpec(
                 name=name,
                 workspaces=(ws,),
-                kit=str(test_kit(scratch)),
+                kit=str(make_kit(scratch)),
                 image=be.image,
                 env=INSECURE,
                 secrets=(Secret("BAND_API_KEY", (host,), agent_key),),
