@@ -98,17 +98,21 @@ def _push(ref: str) -> str:
     return digest_from_push_output(docker(["push", ref], PUSH_TIMEOUT_S).stdout)
 
 
-def _publish_one(source: str, repo: Repository, tag: str, arches: Sequence[str]) -> None:
-    """Push `source` (or its `-<arch>` variants) as `repo:tag`."""
+def _publish_one(
+    source: str, repo: Repository, tag: str, arches: Sequence[str], parts_of: str | None = None
+) -> None:
+    """Push `source` as `repo:tag`; with arches, push `<tag>-<arch>` parts and merge them
+    into one manifest list (a floating tag reuses the parts of version `parts_of`)."""
     if not arches:
         docker(["tag", source, repo.ref(tag)], 30)
         _push(repo.ref(tag))
         return
     parts = []
     for arch in arches:
-        part = repo.ref(f"{tag}-{arch}")
-        docker(["tag", f"{source}-{arch}", part], 30)
-        _push(part)
+        part = repo.ref(f"{parts_of or tag}-{arch}")
+        if parts_of is None:
+            docker(["tag", f"{source}-{arch}", part], 30)
+            _push(part)
         parts.append(part)
     insecure = ["--insecure"] if _loopback(repo.host) else []
     docker(["manifest", "create", *insecure, "--amend", repo.ref(tag), *parts], 60)
@@ -148,7 +152,7 @@ def push(
         raise ImageError(f"image.push: immutable tags resolve to different digests: {digests}")
     for tag in floating:
         progress(f"image.push: moving {repo.ref(tag)}")
-        _publish_one(source, repo, tag, arches)
+        _publish_one(source, repo, tag, arches, parts_of=immutable[0])
         if remote_digest(repo, tag) != digest:
             raise ImageError(f"image.push: {repo.ref(tag)} does not resolve to {digest}")
     progress(f"image.push: digest {digest}")
