@@ -188,6 +188,8 @@ class Emulator:
             ws="websockets-sansio",
             ws_ping_interval=config.ws_ping_interval,
             ws_ping_timeout=config.ws_ping_timeout,
+            # Loopback traffic: compressing every frame costs both ends CPU for nothing.
+            ws_per_message_deflate=False,
             timeout_graceful_shutdown=max(1, round(config.shutdown_timeout)),
             access_log=config.access_log,
             log_config=None,
