@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import ssl
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -134,3 +136,38 @@ async def test_tls_serves_https_and_wss_trusted_by_the_printed_ca(tmp_path: Path
     cert = x509.load_pem_x509_certificate((tls_dir / "server.pem").read_bytes())
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "host.docker.internal" in names.get_values_for_type(x509.DNSName)
+
+
+FROZEN_CLIENT = """
+import asyncio, json, os, sys
+from websockets.asyncio.client import connect
+async def main():
+    headers = {"x-api-key": os.environ["KEY"]}
+    async with connect(sys.argv[1] + "?vsn=2.0.0", additional_headers=headers) as ws:
+        await ws.send(json.dumps([None, "1", "phoenix", "heartbeat", {}]))
+        await ws.recv()
+        print("connected", flush=True)
+        await asyncio.sleep(3600)
+asyncio.run(main())
+"""
+
+
+async def test_shutdown_is_bounded_with_a_frozen_client(tmp_path: Path) -> None:
+    emulator = await EmulatorProcess(
+        ["--user-key", USER_KEY, "--shutdown-timeout", "2"], tmp_path / "emu.log"
+    ).start()
+    client = subprocess.Popen(
+        [sys.executable, "-c", FROZEN_CLIENT, emulator.ws_url],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "KEY": USER_KEY},
+    )
+    try:
+        assert client.stdout is not None
+        assert client.stdout.readline() == b"connected\n"
+        client.send_signal(signal.SIGSTOP)  # it will never answer the close handshake
+        started = time.monotonic()
+        assert await emulator.stop(signal.SIGTERM, timeout=20) == 0
+        assert time.monotonic() - started < 8
+    finally:
+        client.kill()
+        client.wait(5)
