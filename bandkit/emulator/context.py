@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from bandkit.emulator.channels import Broker, Kind, Principal
 from bandkit.emulator.ops import Outcome
@@ -49,6 +50,7 @@ class Platform:
         self.unhandled_seen: set[tuple[str, str]] = set()
         # (agent id, room id) pairs halted by `agent.control stop` until `play`
         self.stopped: set[tuple[str, str]] = set()
+        self.bulk_jobs: dict[str, dict[str, Any]] = {}  # bulk deletions, by job id
 
     def commit(self, outcome: Outcome | None = None) -> None:
         """After a mutation: deliver its pushes and schedule a save."""

@@ -28,7 +28,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
-from bandkit.emulator import control, pages, persistence, rest_agent, rest_human, tls, ws_endpoint
+from bandkit.emulator import (
+    control,
+    pages,
+    persistence,
+    rest_agent,
+    rest_bulk,
+    rest_human,
+    tls,
+    ws_endpoint,
+)
 from bandkit.emulator.api import error_response
 from bandkit.emulator.context import Platform, utc_now
 from bandkit.emulator.errors import EmulatorError, Phase
@@ -97,6 +106,7 @@ async def _server_error(request: Request, exc: Exception) -> Response:
 
 def build_app(platform: Platform) -> Starlette:
     routes = [
+        *rest_bulk.ROUTES,  # before rest_human: its fixed paths would match `{id}` there
         *rest_human.ROUTES,
         *rest_agent.ROUTES,
         *control.ROUTES,

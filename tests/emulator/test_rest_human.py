@@ -214,3 +214,29 @@ async def test_unknown_routes_404_and_logged_once(
         "UNHANDLED GET /api/v1/me/nothing-here",
         "UNHANDLED PUT /api/v1/me/profile",
     ]
+
+
+async def test_bulk_deletions_complete_with_per_id_results(
+    emu: Emulator, human: AsyncRestClient
+) -> None:
+    agent = await register(human)
+    keep, drop = await create_room(human, "keep"), await create_room(human, "drop")
+    await add(human, drop, agent.id)
+    bulk = human.human_api_bulk_deletions
+    chats = await bulk.bulk_delete_my_chats(ids=[drop, ROOM])
+    assert chats.data.status == "completed"
+    assert [(r.id, r.status) for r in chats.data.results] == [(drop, "succeeded"), (ROOM, "failed")]
+    assert chats.data.results[1].error is not None
+    assert chats.data.results[1].error.code == "not_found"
+    shown = await bulk.show_my_bulk_deletion(id=chats.data.id)
+    assert shown.data.succeeded == 1
+    agents = await bulk.bulk_delete_my_agents(ids=[agent.id], force=True)
+    assert agents.data.succeeded == 1
+    remaining = await human.human_api_chats.list_my_chats()
+    assert [r.id for r in remaining.data] == [keep]
+    assert (await human.human_api_agents.list_my_agents()).data == []
+    async with raw_client(emu.rest_url) as client:
+        path = "/api/v1/me/chats/bulk-delete"
+        assert_error(await client.post(path, json={"ids": []}), 422, "validation_error")
+        assert_error(await client.post(path, json={"ids": ["x"] * 101}), 422, "validation_error")
+        assert_error(await client.get(f"/api/v1/me/bulk-deletions/{ROOM}"), 404, "not_found")
