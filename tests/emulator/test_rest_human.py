@@ -31,6 +31,9 @@ HUMAN_ROUTES = [
     ("POST", f"/api/v1/me/chats/{ROOM}/messages"),
     ("GET", f"/api/v1/me/chats/{ROOM}/messages"),
     ("GET", "/api/v1/me/profile"),
+    ("POST", "/api/v1/me/chats/bulk-delete"),
+    ("POST", "/api/v1/me/agents/bulk-delete"),
+    ("GET", f"/api/v1/me/bulk-deletions/{ROOM}"),
 ]
 
 
