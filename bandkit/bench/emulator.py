@@ -40,6 +40,12 @@ PROTOTYPE_P50_MS = 31.0
 TARGET_P50_MS, TARGET_SCALE_P95_S = 20.0, 1.0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used so far (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Platform:
     rest_url: str
@@ -72,9 +78,7 @@ class Platform:
         await self.post(f"/api/v1/me/chats/{room_id}/messages", body)
 
     def cpu_seconds(self) -> float:
-        """User + system CPU the emulator process has used so far (from /proc)."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.pid)
 
     def peak_rss_mib(self) -> float:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
@@ -184,7 +188,10 @@ async def latency(
         )
     try:
         samples: list[float] = []
+        cpu_start: tuple[float, float] = (0.0, 0.0)
         for i in range(WARMUP + SEQUENTIAL):
+            if i == WARMUP:
+                cpu_start = (cpu_seconds(agent.pid), platform.cpu_seconds())
             text = f"ping {i}"
             seen = observer.expect(agent_id, text)
             started = time.perf_counter()
@@ -192,6 +199,8 @@ async def latency(
             arrived = await asyncio.wait_for(seen, 60 if i == 0 else 10)
             if i >= WARMUP:
                 samples.append((arrived - started) * 1000)
+        agent_cpu = (cpu_seconds(agent.pid) - cpu_start[0]) / SEQUENTIAL * 1000
+        emulator_cpu = (platform.cpu_seconds() - cpu_start[1]) / SEQUENTIAL * 1000
     finally:
         agent.terminate()
         agent.wait(30)
@@ -202,6 +211,8 @@ async def latency(
         "post -> reply seen by a human WebSocket observer):",
         f"  p50 {p50:.1f} ms, p95 {p95:.1f} ms, mean {statistics.fmean(samples):.1f} ms, "
         f"max {max(samples):.1f} ms",
+        f"  CPU per round trip: echo agent (SDK) {agent_cpu:.1f} ms, "
+        f"emulator {emulator_cpu:.1f} ms (7 REST calls and 5 pushes per turn)",
         f"  {verdict} the p50 <= {TARGET_P50_MS:.0f} ms target; "
         f"prototype p50 ~{PROTOTYPE_P50_MS:.0f} ms (polled): ratio {PROTOTYPE_P50_MS / p50:.2f}x",
     ]
