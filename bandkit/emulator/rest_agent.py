@@ -79,6 +79,13 @@ async def context(request: Request, platform: Platform, principal: Principal) ->
     )
 
 
+def _wanted(status_filter: str | None, status: DeliveryStatus) -> bool:
+    """No filter: outstanding deliveries (what the SDK's recovery scan expects)."""
+    if not status_filter:
+        return wire.is_pending(status)
+    return status_filter == "all" or status.value == status_filter
+
+
 @agent_api
 async def list_messages(request: Request, platform: Platform, principal: Principal) -> Response:
     """Messages addressed to this agent: outstanding ones, or those with `status`."""
@@ -92,12 +99,7 @@ async def list_messages(request: Request, platform: Platform, principal: Princip
     mine = [
         m
         for m in messages.room_messages(platform.state, room.id)
-        if (d := m.deliveries.get(principal.id)) is not None
-        and (
-            d.status.value == status
-            if status and status != "all"
-            else status == "all" or wire.is_pending(d.status)
-        )
+        if (d := m.deliveries.get(principal.id)) is not None and _wanted(status, d.status)
     ]
     if order == "desc":
         mine.reverse()
