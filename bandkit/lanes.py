@@ -36,7 +36,7 @@ class Lane:
 LANES: tuple[Lane, ...] = (
     Lane("lint", "lint", apt=("shellcheck",)),
     Lane("typecheck", "typecheck"),
-    Lane("tests", "tests", browser=True, apt=("chromium",)),
+    Lane("tests", "tests", browser=True, apt=("chromium", "fonts-liberation")),
     Lane(
         "docker_tests",
         "docker_tests",
