@@ -8,4 +8,9 @@ Register it in `BENCHES` below.
 from __future__ import annotations
 
 # name -> module under bandkit.bench; each module defines `run() -> list[str]`.
-BENCHES: dict[str, str] = {"launcher": "launcher", "image": "image", "emulator": "emulator"}
+BENCHES: dict[str, str] = {
+    "launcher": "launcher",
+    "image": "image",
+    "emulator": "emulator",
+    "runtimes": "runtimes",
+}

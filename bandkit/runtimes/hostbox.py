@@ -210,7 +210,8 @@ def _shared_cache(root: Path) -> Path:
 
 
 def _endpoints(workspace: Path, env: Mapping[str, str]) -> dict[str, str]:
-    data = yaml.safe_load((workspace / "band.yaml").read_text(encoding="utf-8")) or {}
+    path = workspace / "band.yaml"
+    data = (yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None) or {}
     band = data.get("band") or {}
     from launcher.constants import DEFAULT_REST_URL, DEFAULT_WS_URL
 

@@ -4,7 +4,8 @@ No isolation: the agent runs on this host as the agent uid (as root) or as you. 
 development and fast tests. Layout under `run_dir`:
 
     sandboxes/<name>/sandbox.json   workspaces and plain env (no secret values)
-    sandboxes/<name>/box/           the hostbox root (runtime dirs, startup.log)
+    boxes/<name>/                   the hostbox root (runtime dirs, startup.log); boxes
+                                    share boxes/.sdk (as root) and boxes/.uv-cache
     keychain/<name>.json            0600: the sandbox-scoped secrets (`keychain`, the only
                                     place a value is stored); the credential proxy uses them
 
@@ -55,7 +56,8 @@ class LocalRuntime(Runtime):
         return self.run_dir / "sandboxes" / name
 
     def _box(self, name: str) -> Path:
-        return self._dir(name) / "box"
+        # Boxes share a parent so they share the SDK home and uv cache kept beside them.
+        return self.run_dir / "boxes" / name
 
     def _meta(self, name: str) -> dict[str, Any]:
         path = self._dir(name) / "sandbox.json"
@@ -81,8 +83,8 @@ class LocalRuntime(Runtime):
         self.record(Kind.SANDBOX, spec.name, name=spec.name, path=str(self._dir(spec.name)))
         self.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
         os.chmod(self.run_dir, 0o755)  # noqa: S103 - the agent uid must traverse it
-        self._dir(spec.name).mkdir(mode=0o755, parents=True)
-        (self.run_dir / "sandboxes").chmod(0o755)
+        self._dir(spec.name).mkdir(mode=0o700, parents=True)
+        (self.run_dir / "boxes").mkdir(mode=0o755, exist_ok=True)
         meta = {"workspaces": [str(p) for p in spec.workspaces], "env": dict(spec.env)}
         write_private(self._dir(spec.name) / "sandbox.json", json.dumps(meta))
         self.start(spec.name)
@@ -144,8 +146,9 @@ class LocalRuntime(Runtime):
 
     def remove(self, name: str) -> None:
         hostbox.stop(self._box(name))
-        if self._dir(name).exists():
-            shutil.rmtree(self._dir(name))
+        for path in (self._box(name), self._dir(name)):
+            if path.exists():
+                shutil.rmtree(path)
 
     def list(self) -> list[str]:
         root = self.run_dir / "sandboxes"

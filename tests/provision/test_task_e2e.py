@@ -130,6 +130,7 @@ def test_provision_task_end_to_end(
             assert json.loads(sim("policy", "ls", "--json").stdout)["rules"] == []
         assert not (run_dir / "provision" / name / "manifest.json").exists()
         assert not list((run_dir / "runtimes").glob(f"*/sandboxes/{name}"))
+        assert not list((run_dir / "runtimes").glob(f"*/boxes/{name}"))
 
         texts = [
             first.stdout,
