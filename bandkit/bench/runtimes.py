@@ -160,7 +160,7 @@ def bench_proxy(root: Path, platform: _Platform, agent_key: str) -> list[str]:
         hostbox.stop(box)
     return [
         f"credential proxy: GET /agent/me p50 direct {_ms(direct)}, through the proxy "
-        f"{_ms(proxied)} (+{_ms(proxied - direct)}, a new upstream connection per request)"
+        f"{_ms(proxied)} (+{_ms(proxied - direct)}, one keep-alive client, 40 requests)"
     ]
 
 

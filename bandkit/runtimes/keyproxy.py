@@ -4,10 +4,11 @@ Docker Sandboxes keep a real key on the host and swap the sandbox's placeholder 
 the request headers of matching hosts. Runtimes that have no such proxy (local host
 processes, the sbx simulator) run this one: a loopback reverse proxy per upstream origin.
 The agent is pointed at `http://127.0.0.1:<port>` (BAND_REST_URL / BAND_WS_URL) and holds
-only the placeholder; for each connection the proxy reads the request head, replaces the
-placeholder in header values (never the request line or body), rewrites `Host`, and then
-pipes bytes both ways (`Connection: close` per request, so every request gets a fresh
-head; WebSocket upgrades stay open).
+only the placeholder. Each client connection gets its own upstream connection; the proxy
+reads every request head in turn, replaces the placeholder in header values (never the
+request line or body), rewrites `Host`, forwards the body by its framing
+(Content-Length or chunked), and pipes responses back untouched. Keep-alive works; after
+a WebSocket upgrade the connection is piped raw both ways.
 
 Run as `python -m bandkit.runtimes.keyproxy PORTS_FILE` with the routes as JSON on stdin:
 `{"routes": [{"upstream": "http://127.0.0.1:8080", "swaps": [["proxy-managed", "<key>"]]}]}`.
@@ -53,20 +54,14 @@ def parse_routes(config: dict[str, object]) -> list[Route]:
 
 
 def rewrite_head(head: bytes, route: Route) -> bytes:
-    """Swap placeholders in header values, set Host, and close after non-upgrade requests."""
+    """Swap placeholders in header values and point `Host` at the upstream."""
     lines = head.split(b"\r\n")
     out = [lines[0]]
-    upgrade = False
     for line in lines[1:]:
         if not line:
             continue
         name, sep, value = line.partition(b":")
-        lname = name.strip().lower()
-        if lname == b"host":
-            continue
-        if lname == b"upgrade":
-            upgrade = True
-        if lname == b"connection" and b"upgrade" not in value.lower():
+        if name.strip().lower() == b"host":
             continue
         for placeholder, real in route.swaps:
             value = value.replace(placeholder, real)
@@ -74,9 +69,22 @@ def rewrite_head(head: bytes, route: Route) -> bytes:
     default_port = 443 if route.tls else 80
     host = route.host if route.port == default_port else f"{route.host}:{route.port}"
     out.insert(1, b"Host: " + host.encode())
-    if not upgrade:
-        out.append(b"Connection: close")
     return b"\r\n".join(out) + b"\r\n\r\n"
+
+
+def framing(head: bytes) -> tuple[bool, int, bool]:
+    """(upgrade, content length, chunked) of a request head."""
+    upgrade, length, chunked = False, 0, False
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        lname, lvalue = name.strip().lower(), value.strip().lower()
+        if lname == b"upgrade":
+            upgrade = True
+        elif lname == b"content-length":
+            length = int(lvalue)
+        elif lname == b"transfer-encoding" and b"chunked" in lvalue:
+            chunked = True
+    return upgrade, length, chunked
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -91,14 +99,24 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
             writer.close()
 
 
+async def _copy_chunked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    while True:
+        size_line = await reader.readuntil(b"\r\n")
+        writer.write(size_line)
+        size = int(size_line.split(b";")[0].strip(), 16)
+        if size == 0:
+            while (trailer := await reader.readuntil(b"\r\n")) != b"\r\n":
+                writer.write(trailer)
+            writer.write(b"\r\n")
+            return
+        writer.write(await reader.readexactly(size + 2))
+
+
 async def handle(
     route: Route, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter
 ) -> None:
-    try:
-        head = await client_r.readuntil(b"\r\n\r\n")
-    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-        client_w.close()
-        return
+    """One client connection <-> one upstream connection; request heads rewritten in turn,
+    responses piped back as they are (keep-alive and WebSocket upgrades both work)."""
     context = ssl.create_default_context() if route.tls else None
     try:
         up_r, up_w = await asyncio.open_connection(
@@ -110,8 +128,26 @@ async def handle(
         )
         client_w.close()
         return
-    up_w.write(rewrite_head(head, route))
-    await asyncio.gather(_pipe(client_r, up_w), _pipe(up_r, client_w))
+    responses = asyncio.create_task(_pipe(up_r, client_w))
+    try:
+        while True:
+            head = await client_r.readuntil(b"\r\n\r\n")
+            up_w.write(rewrite_head(head, route))
+            upgrade, length, chunked = framing(head)
+            if upgrade:
+                await _pipe(client_r, up_w)  # a WebSocket: raw bytes from here on
+                break
+            if chunked:
+                await _copy_chunked(client_r, up_w)
+            elif length:
+                up_w.write(await client_r.readexactly(length))
+            await up_w.drain()
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            up_w.close()
+        await responses
 
 
 async def serve(routes: list[Route], ports_file: Path) -> None:

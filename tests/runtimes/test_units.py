@@ -53,8 +53,12 @@ def test_rewrite_head_swaps_header_values_only() -> None:
     out = keyproxy.rewrite_head(head, route).decode()
     assert out.startswith("POST /api/proxy-managed HTTP/1.1\r\nHost: emu.example:8080\r\n")
     assert f"X-API-Key: {CANARY}" in out
-    assert "keep-alive" not in out
-    assert out.endswith("Connection: close\r\n\r\n")
+    assert "127.0.0.1:5555" not in out
+    assert out.endswith("Connection: keep-alive\r\n\r\n")
+    assert keyproxy.framing(head + b"") == (False, 0, False)
+    assert keyproxy.framing(b"POST / HTTP/1.1\r\nContent-Length: 12\r\n\r\n") == (False, 12, False)
+    chunked = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    assert keyproxy.framing(chunked) == (False, 0, True)
 
 
 def test_rewrite_head_keeps_websocket_upgrade_open() -> None:
@@ -63,8 +67,8 @@ def test_rewrite_head_keeps_websocket_upgrade_open() -> None:
     out = keyproxy.rewrite_head(head, route).decode()
     assert "Host: h\r\n" in out
     assert "Connection: Upgrade" in out
-    assert "Connection: close" not in out
     assert "x-api-key: real" in out
+    assert keyproxy.framing(head)[0] is True
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,69 @@
+"""The credential proxy as a real process in front of the emulator: keep-alive requests,
+bodies by length and chunked, the placeholder swapped only for the configured hosts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bandkit.runtimes import hostbox, processes
+from tests.runtimes.helpers import Platform
+
+
+@pytest.fixture
+def proxied(platform: Platform, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    agent_id, agent_key = platform.register(f"proxy-{tmp_path.name[-6:]}")
+    box = tmp_path / "box"
+    box.mkdir()
+    injection = hostbox.Injection(("127.0.0.1",), "proxy-managed", agent_key)
+    urls = hostbox.start_proxy(box, tmp_path, {"BAND_REST_URL": platform.rest_url}, [injection])
+    try:
+        yield urls["BAND_REST_URL"], agent_id
+    finally:
+        hostbox.stop(box)
+        assert processes.tagged_pids(hostbox.proxy_tag(box)) == []
+        platform.delete_agent(agent_id)
+
+
+def test_keep_alive_requests_carry_the_swapped_key(
+    proxied: tuple[str, str], platform: Platform
+) -> None:
+    url, agent_id = proxied
+    with httpx.Client(base_url=url, headers={"X-API-Key": "proxy-managed"}) as client:
+        for _ in range(3):  # one connection, several requests
+            me = client.get("/api/v1/agent/me")
+            assert me.status_code == 200
+            assert me.json()["data"]["id"] == agent_id
+        room = platform.room_with(agent_id)
+        body = {"working": True}
+        sent = client.post(f"/api/v1/agent/chats/{room}/activity", json=body)
+        assert sent.status_code == 200
+
+        def chunks() -> Iterator[bytes]:
+            yield b'{"working":'
+            yield b" false}"
+
+        chunked = client.post(
+            f"/api/v1/agent/chats/{room}/activity",
+            content=chunks(),
+            headers={"Content-Type": "application/json"},
+        )
+        assert chunked.status_code == 200
+        assert chunked.json()["data"]["working"] is False
+
+
+def test_other_values_are_not_swapped(proxied: tuple[str, str]) -> None:
+    url, _ = proxied
+    wrong = httpx.get(f"{url}/api/v1/agent/me", headers={"X-API-Key": "not-the-placeholder"})
+    assert wrong.status_code == 401
+
+
+def test_hosts_outside_the_secret_get_no_proxy(platform: Platform, tmp_path: Path) -> None:
+    injection = hostbox.Injection(("**.band.ai",), "proxy-managed", "k")
+    env = {"BAND_REST_URL": platform.rest_url, "BAND_WS_URL": platform.ws_url}
+    urls = hostbox.start_proxy(tmp_path, tmp_path, env, [injection])
+    assert urls == {}  # 127.0.0.1 does not match **.band.ai: nothing to swap, no proxy
+    assert processes.tagged_pids(hostbox.proxy_tag(tmp_path)) == []
