@@ -2,11 +2,12 @@
 
 Flow of a request: `server.Emulator` (lifecycle: bind, uvicorn, signals, shutdown) →
 `server.build_app` (Starlette routes) → `api.endpoint` (auth, pause gate, error shape) →
-`rest_human` / `rest_agent` / `control` handlers → `ops` (validate and mutate
-`state.EmulatorState`, return `Push`es) → `context.Platform.commit` → `channels.Broker`
-(Phoenix V2 fan-out with join refs, live page feeds) and `persistence.Saver` (atomic
-state file). `ws_endpoint` handles the WebSocket upgrade; `pages` the live room pages;
-`tls` the local CA; `cli` is `python -m bandkit.emulator`.
+`rest_human` / `rest_bulk` / `rest_agent` / `control` handlers → `ops` / `messages`
+(validate and mutate `state.EmulatorState`, return `Push`es) → `context.Platform.commit`
+→ `channels.Broker` (Phoenix V2 fan-out with join refs, live page feeds) and
+`persistence.Saver` (atomic state file). `ws_endpoint` handles the WebSocket upgrade;
+`pages` the live room pages; `tls` the local CA; `wire` renders every JSON shape;
+`cli` is `python -m bandkit.emulator`.
 """
 
 from bandkit.emulator.server import Emulator, EmulatorConfig
