@@ -250,14 +250,17 @@ def kit_unprovision(c: Context, name: str, rest_url: str = "", run_dir: str = ".
     name="up",
     help={
         "port": "port to listen on; 0 picks a free one (default 0)",
+        "host": "address to bind; 0.0.0.0 lets containers reach it (default 127.0.0.1)",
         "tls": "serve https/wss with a generated local CA",
         "run_dir": "where the run file, key, state and log live (default .run)",
     },
 )
-def platform_up(c: Context, port: int = 0, tls: bool = False, run_dir: str = ".run") -> None:
+def platform_up(
+    c: Context, port: int = 0, host: str = "127.0.0.1", tls: bool = False, run_dir: str = ".run"
+) -> None:
     """Start the local Band platform (emulator) in the background and wait until healthy."""
     try:
-        record, started = platformctl.up(Path(run_dir), port=port, tls=tls)
+        record, started = platformctl.up(Path(run_dir), port=port, host=host, tls=tls)
     except platformctl.PlatformError as exc:
         raise Exit(f"platform.up: {exc}", code=1) from None
     print(f"platform.up: {'started' if started else 'already running'} (pid {record.pid})")

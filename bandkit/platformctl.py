@@ -97,9 +97,17 @@ def _read_banner(proc: subprocess.Popen[bytes], timeout: float) -> list[str]:
 
 
 def up(
-    run_dir: Path = RUN_DIR, *, port: int = 0, tls: bool = False, timeout: float = 30.0
+    run_dir: Path = RUN_DIR,
+    *,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    tls: bool = False,
+    timeout: float = 30.0,
 ) -> tuple[RunRecord, bool]:
-    """Start the emulator in the background (or find it running); (record, started_now)."""
+    """Start the emulator in the background (or find it running); (record, started_now).
+
+    `host="0.0.0.0"` lets containers reach it (the recorded URLs still say 127.0.0.1).
+    """
     existing = _read_record(run_dir)
     if existing is not None and _is_our_emulator(existing.pid):
         return existing, False
@@ -111,6 +119,8 @@ def up(
         sys.executable,
         "-m",
         MODULE,
+        "--host",
+        host,
         "--port",
         str(port),
         "--user-key-file",
