@@ -40,22 +40,27 @@ def parser() -> argparse.ArgumentParser:
     )
     key = p.add_mutually_exclusive_group()
     key.add_argument(
-        "--user-key", help="the human API key to accept (generated and printed if absent)"
+        "--user-key",
+        metavar="KEY",
+        help="the human API key to accept (generated and printed if absent)",
     )
     key.add_argument(
         "--user-key-file",
         type=Path,
+        metavar="PATH",
         help="read the human API key from this file (keeps it out of argv)",
     )
     p.add_argument(
         "--state-file",
         type=Path,
+        metavar="PATH",
         help="JSON file to load at start and save after changes (default: in memory only)",
     )
     p.add_argument("--tls", action="store_true", help="serve https/wss with a generated local CA")
     p.add_argument(
         "--tls-dir",
         type=Path,
+        metavar="DIR",
         help="CA and certificate directory (default: beside --state-file, else .run/emulator-tls)",
     )
     p.add_argument(
@@ -68,18 +73,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ws-ping-interval",
         type=float,
+        metavar="SECONDS",
         default=DEFAULTS.ws_ping_interval,
         help="seconds between WebSocket pings (default: %(default)s)",
     )
     p.add_argument(
         "--ws-ping-timeout",
         type=float,
+        metavar="SECONDS",
         default=DEFAULTS.ws_ping_timeout,
         help="drop a socket whose pong is this late, e.g. a frozen agent (default: %(default)s)",
     )
     p.add_argument(
         "--shutdown-timeout",
         type=float,
+        metavar="SECONDS",
         default=DEFAULTS.shutdown_timeout,
         help="seconds to wait for connections when stopping (default: %(default)s)",
     )
