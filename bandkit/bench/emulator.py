@@ -4,7 +4,7 @@ Everything is real: the emulator runs as `python -m bandkit.emulator` (a subproc
 its peak RSS can be read from /proc), the latency agent is the echo-agent starter's
 `main.py` run from its own locked environment, the scale agents are real `band.Agent`
 instances (several per process: `emulator_swarm.py`), and every reply is timed by a
-human WebSocket observer (the SDK's `WebSocketClient` with the user key), never by
+human WebSocket observer (Phoenix V2 frames with the user key), never by
 polling. Targets from the issue: p50 <= 20 ms; all 50 agents answer with p95 <= 1 s.
 The throwaway prototype reached about 31 ms p50 (measured by polling every 20 ms).
 """
@@ -23,12 +23,12 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-from band.client.streaming import WebSocketClient
+from websockets.asyncio.client import ClientConnection, connect
 
 REPO = Path(__file__).resolve().parents[2]
 ECHO_SRC = REPO / "docker" / "band_python_kit" / "echo-agent"
@@ -87,25 +87,56 @@ class Platform:
         return float("nan")
 
 
-@dataclass
 class Observer:
-    """Times each agent reply when the human observer socket receives it."""
+    """A human observer socket (Phoenix V2 frames, user key) that timestamps each agent
+    reply the moment its `message_created` push arrives. Raw frames rather than the
+    SDK's client, so the measuring side costs as little CPU as possible on 2 cores."""
 
-    waiting: dict[tuple[str, str], asyncio.Future[float]] = field(default_factory=dict)
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.waiting: dict[tuple[str, str], asyncio.Future[float]] = {}
+        self._joins: dict[str, asyncio.Future[None]] = {}
+        self._ref = 0
+        self._reader = asyncio.create_task(self._read())
 
     def expect(self, agent_id: str, text: str) -> asyncio.Future[float]:
         future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         self.waiting[(agent_id, f"echo: {text}")] = future
         return future
 
-    async def on_created(self, payload: Any) -> None:
-        future = self.waiting.pop((payload.sender_id, payload.content), None)
-        if future is not None and not future.done():
-            future.set_result(time.perf_counter())
+    async def join(self, room_id: str) -> None:
+        self._ref += 1
+        ref = str(self._ref)
+        joined = self._joins[ref] = asyncio.get_running_loop().create_future()
+        await self.ws.send(json.dumps([ref, ref, f"chat_room:{room_id}", "phx_join", {}]))
+        await asyncio.wait_for(joined, 10)
+
+    async def _read(self) -> None:
+        async for raw in self.ws:
+            arrived = time.perf_counter()
+            _, ref, _, event, payload = json.loads(raw)
+            if event == "phx_reply" and ref in self._joins:
+                self._joins.pop(ref).set_result(None)
+            elif event == "message_created":
+                future = self.waiting.pop((payload["sender_id"], payload["content"]), None)
+                if future is not None and not future.done():
+                    future.set_result(arrived)
+
+    async def close(self) -> None:
+        self._reader.cancel()
+        await asyncio.gather(self._reader, return_exceptions=True)
+        await self.ws.close()
 
 
-async def _nothing(payload: Any) -> None:
-    return None
+@asynccontextmanager
+async def _observer(platform: Platform) -> AsyncIterator[Observer]:
+    headers = {"x-api-key": platform.key}
+    ws = await connect(f"{platform.ws_url}?vsn=2.0.0", additional_headers=headers)
+    observer = Observer(ws)
+    try:
+        yield observer
+    finally:
+        await observer.close()
 
 
 def _sync_echo_workspace(tmp: Path) -> Path:
@@ -164,13 +195,10 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def latency(
-    platform: Platform, observer_ws: WebSocketClient, workspace: Path, tmp: Path
-) -> list[str]:
+async def latency(platform: Platform, observer: Observer, workspace: Path, tmp: Path) -> list[str]:
     agent_id, agent_key = await platform.agent("Latency Echo")
     room = await platform.room("latency", [agent_id])
-    observer = Observer()
-    await observer_ws.join_chat_room_channel(room, observer.on_created, _nothing)
+    await observer.join(room)
     env = {
         **os.environ,
         "BAND_AGENT_ID": agent_id,
@@ -237,18 +265,15 @@ async def _round(
     return max(arrivals) - started, latencies
 
 
-async def scale(
-    platform: Platform, observer_ws: WebSocketClient, workspace: Path, tmp: Path
-) -> list[str]:
+async def scale(platform: Platform, observer: Observer, workspace: Path, tmp: Path) -> list[str]:
     agents = [await platform.agent(f"Swarm {i:02d}") for i in range(AGENTS)]
     per_room = AGENTS // ROOMS
     rooms: dict[str, list[str]] = {}
     for r in range(ROOMS):
         members = [a for a, _ in agents[r * per_room : (r + 1) * per_room]]
         rooms[await platform.room(f"swarm {r}", members)] = members
-    observer = Observer()
     for room in rooms:
-        await observer_ws.join_chat_room_channel(room, observer.on_created, _nothing)
+        await observer.join(room)
     procs: list[asyncio.subprocess.Process] = []
     started = time.perf_counter()
     for p in range(0, AGENTS, PER_PROCESS):
@@ -304,11 +329,9 @@ async def _run() -> list[str]:
     with tempfile.TemporaryDirectory(prefix="bench-emulator-") as name:
         tmp = Path(name)
         workspace = await asyncio.to_thread(_sync_echo_workspace, tmp)
-        async with _emulator(tmp) as platform:
-            observer_ws = WebSocketClient(platform.ws_url, platform.key)
-            async with observer_ws:
-                lines = await latency(platform, observer_ws, workspace, tmp)
-                lines += await scale(platform, observer_ws, workspace, tmp)
+        async with _emulator(tmp) as platform, _observer(platform) as observer:
+            lines = await latency(platform, observer, workspace, tmp)
+            lines += await scale(platform, observer, workspace, tmp)
     load = os.getloadavg()
     lines.append(
         f"host: {os.cpu_count()} CPUs, load average {load[0]:.2f} at the end (shared machine)"
