@@ -117,7 +117,9 @@ class DockerRuntime(Runtime):
         env.update({k: v for k, v in proxies.items() if "proxy" in k.lower()})
         secrets = self.keychain.secrets(spec.name)
         if secrets and proxy_managed(spec.workspace):
-            env.update(self._start_proxy(spec.name, spec.workspace, spec.env, secrets))
+            env.update(
+                self._start_proxy(spec.name, spec.workspace, spec.env, secrets, spec.ca_cert_pem)
+            )
             env.update({s.env: s.placeholder for s in secrets})
         else:
             for secret in secrets:
@@ -150,14 +152,19 @@ class DockerRuntime(Runtime):
         return bundle
 
     def _start_proxy(
-        self, name: str, workspace: Path, env: Mapping[str, str], secrets: Sequence[Secret]
+        self,
+        name: str,
+        workspace: Path,
+        env: Mapping[str, str],
+        secrets: Sequence[Secret],
+        ca_pem: str | None,
     ) -> dict[str, str]:
         box = self._box(name)
         box.mkdir(mode=0o755, parents=True, exist_ok=True)
         hostbox.stop(box)  # a restart gets a fresh proxy
         injections = [hostbox.Injection(s.hosts, s.placeholder, s.value) for s in secrets]
         try:
-            urls = hostbox.start_proxy(box, workspace, env, injections)
+            urls = hostbox.start_proxy(box, workspace, env, injections, ca_pem=ca_pem)
         except hostbox.BoxError as exc:
             raise SandboxError(f"docker: credential proxy for {name}: {exc}") from None
         (box / "endpoints.json").write_text(json.dumps(urls), encoding="utf-8")

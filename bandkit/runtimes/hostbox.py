@@ -35,6 +35,7 @@ from bandkit.runtimes import processes
 SDK_ENV = "BANDKIT_AGENT_SDK"  # a prebuilt SDK home to share (tests); else built per run dir
 SDK_BUILD_TIMEOUT_S = 900.0
 PROXY_START_TIMEOUT_S = 15.0
+INSECURE_ENV = "BAND_KIT_ALLOW_INSECURE_ENDPOINTS"  # == launcher.constants (tested)
 RUNTIME_DIRS = {
     "environmentPath": "venv",
     "statePath": "state",
@@ -222,9 +223,21 @@ def _endpoints(workspace: Path, env: Mapping[str, str]) -> dict[str, str]:
 
 
 def start_proxy(
-    root: Path, workspace: Path, env: Mapping[str, str], injections: Sequence[Injection]
+    root: Path,
+    workspace: Path,
+    env: Mapping[str, str],
+    injections: Sequence[Injection],
+    *,
+    ca_pem: str | None = None,
 ) -> dict[str, str]:
-    """Start the credential proxy for endpoints whose host an injection targets."""
+    """Start the credential proxy for endpoints whose host an injection targets; return
+    the env that points the agent at it.
+
+    The agent reaches the proxy over plain loopback HTTP and the proxy reaches a TLS
+    platform over TLS (trusting `ca_pem` as well as the system roots), so a rewritten
+    https/wss endpoint comes with the launcher's opt-in for non-TLS endpoints: the only
+    plaintext hop is 127.0.0.1 on this host.
+    """
     endpoints = _endpoints(workspace, env)
     routes: list[dict[str, object]] = []
     names: list[tuple[str, str]] = []
@@ -236,7 +249,7 @@ def start_proxy(
             if any(host_matches(h, parts.hostname or "") for h in i.hosts)
         ]
         if swaps:
-            routes.append({"upstream": url, "swaps": swaps})
+            routes.append({"upstream": url, "swaps": swaps, "ca_pem": ca_pem or ""})
             names.append((name, url))
     if not routes:
         return {}
@@ -264,7 +277,21 @@ def start_proxy(
         parts = urlsplit(url)
         scheme = {"https": "http", "wss": "ws"}.get(parts.scheme, parts.scheme)
         rewritten[name] = urlunsplit((scheme, f"127.0.0.1:{port}", parts.path, parts.query, ""))
+        if scheme != parts.scheme:
+            rewritten[INSECURE_ENV] = "1"
     return rewritten
+
+
+def trust_bundle(path: Path, ca_pem: str | None) -> dict[str, str]:
+    """Write this host's CA bundle plus `ca_pem` to `path`; the env that makes the agent
+    (and uv) trust it. Empty when there is no platform CA."""
+    if not ca_pem:
+        return {}
+    host = os.environ.get("SSL_CERT_FILE", "")
+    parts = [Path(host).read_text(encoding="utf-8")] if host and Path(host).is_file() else []
+    path.write_text("\n".join([*parts, ca_pem]), encoding="utf-8")
+    path.chmod(0o644)
+    return {"SSL_CERT_FILE": str(path), "REQUESTS_CA_BUNDLE": str(path)}
 
 
 def base_env(root: Path, workspace: Path, env: Mapping[str, str]) -> dict[str, str]:
@@ -285,8 +312,10 @@ def start(
     workspace: Path,
     env: Mapping[str, str],
     injections: Sequence[Injection] = (),
+    ca_pem: str | None = None,
 ) -> None:
-    """Start the box's agent (`python -m launcher`) unless it already runs."""
+    """Start the box's agent (`python -m launcher`) unless it already runs; `ca_pem` is the
+    platform's CA when it uses TLS."""
     if status(root) == "running":
         return
     processes.terminate_tagged(proxy_tag(root))  # a proxy left by an agent that died
@@ -294,7 +323,8 @@ def start(
     config = _prepare_root(root, workspace)
     child_env = base_env(root, workspace, env)
     child_env["BAND_KIT_CONFIG_PATH"] = str(config)
-    child_env.update(start_proxy(root, workspace, env, injections))
+    child_env.update(trust_bundle(root / "ca-bundle.crt", ca_pem))
+    child_env.update(start_proxy(root, workspace, env, injections, ca_pem=ca_pem))
     prefix, _ = interpreter(root)
     log = (root / "startup.log").open("ab")
     subprocess.Popen(

@@ -39,6 +39,7 @@ class Route:
     port: int
     tls: bool
     swaps: tuple[tuple[bytes, bytes], ...]
+    ca_pem: str = ""  # trusted in addition to the system roots (a TLS platform's own CA)
 
 
 def parse_routes(config: dict[str, object]) -> list[Route]:
@@ -49,7 +50,7 @@ def parse_routes(config: dict[str, object]) -> list[Route]:
         host = parts.hostname or "127.0.0.1"
         port = parts.port or (443 if tls else 80)
         swaps = tuple((p.encode(), v.encode()) for p, v in raw["swaps"] if p and v)
-        routes.append(Route(host, port, tls, swaps))
+        routes.append(Route(host, port, tls, swaps, str(raw.get("ca_pem") or "")))
     return routes
 
 
@@ -118,6 +119,8 @@ async def handle(
     """One client connection <-> one upstream connection; request heads rewritten in turn,
     responses piped back as they are (keep-alive and WebSocket upgrades both work)."""
     context = ssl.create_default_context() if route.tls else None
+    if context is not None and route.ca_pem:
+        context.load_verify_locations(cadata=route.ca_pem)
     try:
         up_r, up_w = await asyncio.open_connection(
             route.host, route.port, ssl=context, server_hostname=route.host if context else None

@@ -85,7 +85,11 @@ class LocalRuntime(Runtime):
         os.chmod(self.run_dir, 0o755)  # noqa: S103 - the agent uid must traverse it
         self._dir(spec.name).mkdir(mode=0o700, parents=True)
         (self.run_dir / "boxes").mkdir(mode=0o755, exist_ok=True)
-        meta = {"workspaces": [str(p) for p in spec.workspaces], "env": dict(spec.env)}
+        meta = {
+            "workspaces": [str(p) for p in spec.workspaces],
+            "env": dict(spec.env),
+            "ca_pem": spec.ca_cert_pem or "",
+        }
         write_private(self._dir(spec.name) / "sandbox.json", json.dumps(meta))
         self.start(spec.name)
 
@@ -98,6 +102,7 @@ class LocalRuntime(Runtime):
                 workspace=Path(meta["workspaces"][0]),
                 env=env,
                 injections=injections,
+                ca_pem=meta.get("ca_pem") or None,
             )
         except hostbox.BoxError as exc:
             raise SandboxError(f"local: start {name}: {exc}") from None

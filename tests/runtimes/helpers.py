@@ -21,6 +21,7 @@ from ruamel.yaml import YAML
 
 REPO = Path(__file__).resolve().parents[2]
 STARTER = REPO / "docker" / "band_python_kit" / "echo-agent"
+START_TIMEOUT_S = 30.0
 KIT_SPEC = REPO / "docker" / "band_python_kit" / "spec.yaml"
 INSECURE = {"BAND_KIT_ALLOW_INSECURE_ENDPOINTS": "1"}
 
@@ -46,10 +47,16 @@ class Platform:
     user_key: str
     process: subprocess.Popen[str]
     log: Path
+    ca_pem: str = ""  # the emulator's CA when it serves https/wss
 
     def client(self) -> httpx.Client:
+        verify: Any = True
+        if self.ca_pem:
+            import ssl
+
+            verify = ssl.create_default_context(cadata=self.ca_pem)
         return httpx.Client(
-            base_url=self.rest_url, headers={"X-API-Key": self.user_key}, timeout=10
+            base_url=self.rest_url, headers={"X-API-Key": self.user_key}, timeout=10, verify=verify
         )
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -98,7 +105,7 @@ class Platform:
 
 
 @contextmanager
-def emulator(tmp: Path, user_key: str | None = None) -> Iterator[Platform]:
+def emulator(tmp: Path, user_key: str | None = None, *, tls: bool = False) -> Iterator[Platform]:
     """`python -m bandkit.emulator` on 127.0.0.1 with a user key read from a 0600 file."""
     user_key = user_key or f"user-key-{secrets.token_hex(12)}"
     tmp.mkdir(parents=True, exist_ok=True)
@@ -106,8 +113,11 @@ def emulator(tmp: Path, user_key: str | None = None) -> Iterator[Platform]:
     key_file.write_text(user_key)
     key_file.chmod(0o600)
     log = tmp / "emulator.log"
+    argv = [sys.executable, "-m", "bandkit.emulator", "--user-key-file", str(key_file)]
+    if tls:
+        argv += ["--tls", "--tls-dir", str(tmp / "tls")]
     process = subprocess.Popen(
-        [sys.executable, "-m", "bandkit.emulator", "--user-key-file", str(key_file)],
+        argv,
         stdout=subprocess.PIPE,
         stderr=log.open("w"),
         text=True,
@@ -117,7 +127,18 @@ def emulator(tmp: Path, user_key: str | None = None) -> Iterator[Platform]:
         rest = process.stdout.readline().strip()
         ws = process.stdout.readline().strip()
         assert rest.startswith("http"), f"emulator did not start: {log.read_text()}"
-        yield Platform(rest, ws, user_key, process, log)
+        ca_pem = ""
+        if tls:
+            ca_pem = wait_for(
+                lambda: (
+                    (tmp / "tls" / "ca.pem").read_text()
+                    if (tmp / "tls" / "ca.pem").exists()
+                    else ""
+                ),
+                START_TIMEOUT_S,
+                "the emulator's CA file",
+            )
+        yield Platform(rest, ws, user_key, process, log, ca_pem)
     finally:
         process.terminate()
         try:

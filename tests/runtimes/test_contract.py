@@ -168,3 +168,84 @@ def _all_tagged() -> list[str]:
                 if item.startswith(processes.TAG_ENV.encode() + b"="):
                     found.append(item.decode(errors="replace"))
     return found
+
+
+@pytest.fixture(scope="module")
+def tls_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    from tests.runtimes.helpers import emulator
+
+    with emulator(Path(tmp_path_factory.mktemp("emu-tls")), tls=True) as p:
+        yield p
+
+
+def _plain_env_workspace(ws: Path) -> None:
+    """Drop the credentials block: the key then arrives as a plain env variable."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    config = yaml.load((ws / "band.yaml").read_text())
+    del config["credentials"]
+    with (ws / "band.yaml").open("w") as fh:
+        yaml.dump(config, fh)
+
+
+TLS_BACKENDS = [
+    pytest.param("local", id="local-proxy-managed"),
+    pytest.param("docker", id="docker-env-key", marks=pytest.mark.docker),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", TLS_BACKENDS)
+def test_tls_platform_round_trip(
+    kind: str, tls_platform: Platform, agent_sdk: None, request: pytest.FixtureRequest
+) -> None:
+    """An https/wss platform with its own CA: local goes through the credential proxy
+    (TLS upstream trusting the CA); docker gets the key as env plus PROXY_CA_CERT_B64."""
+    platform = tls_platform
+    assert platform.rest_url.startswith("https://")
+    scratch = scratch_dir("rt-tls-")
+    name = f"tls-{kind}-{secrets.token_hex(2)}"
+    agent_id, agent_key = platform.register(name)
+    try:
+        ws = echo_workspace(
+            scratch, agent_id=agent_id, rest_url=platform.rest_url, ws_url=platform.ws_url
+        )
+        spec_env: dict[str, str] = {}
+        if kind == "docker":
+            _plain_env_workspace(ws)
+            rt: Runtime = DockerRuntime(scratch / "run")
+            image = request.getfixturevalue("kit_image")
+        else:
+            rt = LocalRuntime(scratch / "run")
+            image = None
+        rt.create(
+            SandboxSpec(
+                name=name,
+                workspaces=(ws,),
+                image=image,
+                env=spec_env,
+                secrets=(Secret("BAND_API_KEY", ("127.0.0.1",), agent_key),),
+                ca_cert_pem=platform.ca_pem,
+            )
+        )
+        try:
+            room = platform.room_with(agent_id)
+            assert _round_trip(platform, rt, room, agent_id, name).startswith("echo: ")
+            if kind == "docker":
+                assert any("inside the container" in w for w in rt.warnings)
+                env = rt.exec(name, ["env"]).stdout
+                assert "PROXY_CA_CERT_B64=" in env
+                bundle = rt.exec(name, ["cat", "/etc/ssl/certs/ca-certificates.crt"]).stdout
+                assert platform.ca_pem.strip().splitlines()[1] in bundle  # entrypoint added it
+            else:
+                # The agent talks to the loopback proxy; only the proxy speaks TLS upstream.
+                startup = rt.logs(name).startup
+                assert "rest http://127.0.0.1:" in startup
+                assert "BAND_KIT_ALLOW_INSECURE_ENDPOINTS=1" in startup
+        finally:
+            rt.remove(name)
+        assert name not in rt.list()
+    finally:
+        platform.delete_agent(agent_id)
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -24,10 +24,11 @@ from bandkit.runtimes.select import removers, resolve_name
 CANARY = "canary-sk-units-99f0aa"
 
 
-def test_placeholder_is_the_launcher_sentinel() -> None:
-    from launcher.constants import PROXY_MANAGED
+def test_placeholder_and_insecure_opt_in_are_the_launcher_constants() -> None:
+    from launcher.constants import INSECURE_ENDPOINTS_ENV, PROXY_MANAGED
 
     assert PROXY_MANAGED_PLACEHOLDER == PROXY_MANAGED
+    assert hostbox.INSECURE_ENV == INSECURE_ENDPOINTS_ENV
 
 
 @pytest.mark.parametrize(
