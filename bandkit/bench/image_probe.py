@@ -39,9 +39,9 @@ AGENT_ENV = {
     "WORKSPACE_DIR": "/workspace",
     "BAND_AGENT_ID": "bench-agent",
     "BAND_API_KEY": "proxy-managed",
-    "BAND_REST_URL": "http://127.0.0.1:9",
-    "BAND_WS_URL": "ws://127.0.0.1:9/socket",
-    "BAND_KIT_ALLOW_INSECURE_ENDPOINTS": "1",
+    # Nothing listens there: the agent's first line comes before it connects.
+    "BAND_REST_URL": "https://127.0.0.1:9",
+    "BAND_WS_URL": "wss://127.0.0.1:9/socket",
     "SSL_CERT_FILE": MOUNTED_BUNDLE,  # the first (cold) sync reaches PyPI
 }
 
