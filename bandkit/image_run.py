@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
+
+from bandkit.ciprep import docker_answers
+
+__all__ = ["ImageError", "docker", "docker_answers", "image_exists", "image_id", "require_docker"]
 
 
 class ImageError(Exception):
     """An expected failure of an image task; the message names the step and the fix."""
-
-
-def docker_answers() -> bool:
-    """True when `docker info` reaches a daemon (the client alone is not enough)."""
-    if shutil.which("docker") is None:
-        return False
-    proc = subprocess.run(
-        ["docker", "info", "--format", "{{.ServerVersion}}"],
-        capture_output=True,
-        check=False,
-        timeout=30,
-    )
-    return proc.returncode == 0
 
 
 def require_docker(step: str) -> None:
