@@ -8,7 +8,15 @@ from collections.abc import Mapping, Sequence
 
 from bandkit.ciprep import docker_answers
 
-__all__ = ["ImageError", "docker", "docker_answers", "image_exists", "image_id", "require_docker"]
+__all__ = [
+    "ImageError",
+    "docker",
+    "docker_answers",
+    "image_exists",
+    "image_id",
+    "image_size",
+    "require_docker",
+]
 
 
 class ImageError(Exception):
