@@ -22,7 +22,7 @@ from ruamel.yaml import YAML
 
 from bandkit import platformctl
 from bandkit.manifest import Kind, Manifest, teardown
-from bandkit.runtimes import hostbox
+from bandkit.runtimes import boxnet, hostbox
 from bandkit.runtimes.base import SandboxSpec, Secret
 from bandkit.runtimes.local import LocalRuntime
 
@@ -150,8 +150,8 @@ def bench_proxy(root: Path, platform: _Platform, agent_key: str) -> list[str]:
     direct = _median_get(f"{platform.rest_url}/api/v1/agent/me", headers)
     box = root / "proxybox"
     box.mkdir()
-    injection = hostbox.Injection(("127.0.0.1",), "proxy-managed", agent_key)
-    urls = hostbox.start_proxy(box, root, {"BAND_REST_URL": platform.rest_url}, [injection])
+    injection = boxnet.Injection(("127.0.0.1",), "proxy-managed", agent_key)
+    urls = boxnet.start_proxy(box, root, {"BAND_REST_URL": platform.rest_url}, [injection])
     try:
         proxied = _median_get(
             f"{urls['BAND_REST_URL']}/api/v1/agent/me", {"X-API-Key": "proxy-managed"}

@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from bandkit.manifest import Kind, Manifest, Remover
-from bandkit.runtimes import hostbox
+from bandkit.runtimes import boxnet, hostbox
 from bandkit.runtimes.base import (
     ExecResult,
     Logs,
@@ -113,7 +113,7 @@ class DockerRuntime(Runtime):
         if bundle is not None:
             mounts.append((str(bundle), CONTAINER_BUNDLE, ":ro"))
             env.update({"SSL_CERT_FILE": CONTAINER_BUNDLE, "REQUESTS_CA_BUNDLE": CONTAINER_BUNDLE})
-        proxies = hostbox.host_network_env()
+        proxies = boxnet.host_network_env()
         env.update({k: v for k, v in proxies.items() if "proxy" in k.lower()})
         secrets = self.keychain.secrets(spec.name)
         if secrets and proxy_managed(spec.workspace):
@@ -162,9 +162,9 @@ class DockerRuntime(Runtime):
         box = self._box(name)
         box.mkdir(mode=0o755, parents=True, exist_ok=True)
         hostbox.stop(box)  # a restart gets a fresh proxy
-        injections = [hostbox.Injection(s.hosts, s.placeholder, s.value) for s in secrets]
+        injections = [boxnet.Injection(s.hosts, s.placeholder, s.value) for s in secrets]
         try:
-            urls = hostbox.start_proxy(box, workspace, env, injections, ca_pem=ca_pem)
+            urls = boxnet.start_proxy(box, workspace, env, injections, ca_pem=ca_pem)
         except hostbox.BoxError as exc:
             raise SandboxError(f"docker: credential proxy for {name}: {exc}") from None
         (box / "endpoints.json").write_text(json.dumps(urls), encoding="utf-8")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bandkit.manifest import Kind, Manifest, Remover, Resource, write_private
-from bandkit.runtimes import hostbox
+from bandkit.runtimes import boxnet, hostbox
 from bandkit.runtimes.base import (
     ExecResult,
     Logs,
@@ -66,12 +66,12 @@ class LocalRuntime(Runtime):
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
         return data
 
-    def _env_and_injections(self, name: str) -> tuple[dict[str, str], list[hostbox.Injection]]:
+    def _env_and_injections(self, name: str) -> tuple[dict[str, str], list[boxnet.Injection]]:
         env = dict(self._meta(name)["env"])
         injections = []
         for secret in self.keychain.secrets(name):
             env[secret.env] = secret.placeholder
-            injections.append(hostbox.Injection(secret.hosts, secret.placeholder, secret.value))
+            injections.append(boxnet.Injection(secret.hosts, secret.placeholder, secret.value))
         return env, injections
 
     # -- lifecycle

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bandkit.runtimes import hostbox
+from bandkit.runtimes import boxnet, hostbox
 
 
 def start(
@@ -29,7 +29,7 @@ def start(
         workspace=Path(workspace),
         env=env,
         injections=[
-            hostbox.Injection(tuple(i["hosts"]), str(i["placeholder"]), str(i["value"]))
+            boxnet.Injection(tuple(i["hosts"]), str(i["placeholder"]), str(i["value"]))
             for i in injections
         ],
     )

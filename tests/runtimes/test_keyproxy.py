@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bandkit.runtimes import hostbox, processes
+from bandkit.runtimes import boxnet, hostbox, processes
 from tests.runtimes.helpers import Platform
 
 
@@ -18,13 +18,13 @@ def proxied(platform: Platform, tmp_path: Path) -> Iterator[tuple[str, str]]:
     agent_id, agent_key = platform.register(f"proxy-{tmp_path.name[-6:]}")
     box = tmp_path / "box"
     box.mkdir()
-    injection = hostbox.Injection(("127.0.0.1",), "proxy-managed", agent_key)
-    urls = hostbox.start_proxy(box, tmp_path, {"BAND_REST_URL": platform.rest_url}, [injection])
+    injection = boxnet.Injection(("127.0.0.1",), "proxy-managed", agent_key)
+    urls = boxnet.start_proxy(box, tmp_path, {"BAND_REST_URL": platform.rest_url}, [injection])
     try:
         yield urls["BAND_REST_URL"], agent_id
     finally:
         hostbox.stop(box)
-        assert processes.tagged_pids(hostbox.proxy_tag(box)) == []
+        assert processes.tagged_pids(boxnet.proxy_tag(box)) == []
         platform.delete_agent(agent_id)
 
 
@@ -62,8 +62,8 @@ def test_other_values_are_not_swapped(proxied: tuple[str, str]) -> None:
 
 
 def test_hosts_outside_the_secret_get_no_proxy(platform: Platform, tmp_path: Path) -> None:
-    injection = hostbox.Injection(("**.band.ai",), "proxy-managed", "k")
+    injection = boxnet.Injection(("**.band.ai",), "proxy-managed", "k")
     env = {"BAND_REST_URL": platform.rest_url, "BAND_WS_URL": platform.ws_url}
-    urls = hostbox.start_proxy(tmp_path, tmp_path, env, [injection])
+    urls = boxnet.start_proxy(tmp_path, tmp_path, env, [injection])
     assert urls == {}  # 127.0.0.1 does not match **.band.ai: nothing to swap, no proxy
-    assert processes.tagged_pids(hostbox.proxy_tag(tmp_path)) == []
+    assert processes.tagged_pids(boxnet.proxy_tag(tmp_path)) == []

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bandkit.manifest import Kind, Manifest, Resource, teardown
-from bandkit.runtimes import hostbox, keyproxy
+from bandkit.runtimes import boxnet, keyproxy
 from bandkit.runtimes.base import (
     PROXY_MANAGED_PLACEHOLDER,
     RuntimeName,
@@ -28,7 +28,7 @@ def test_placeholder_and_insecure_opt_in_are_the_launcher_constants() -> None:
     from launcher.constants import INSECURE_ENDPOINTS_ENV, PROXY_MANAGED
 
     assert PROXY_MANAGED_PLACEHOLDER == PROXY_MANAGED
-    assert hostbox.INSECURE_ENV == INSECURE_ENDPOINTS_ENV
+    assert boxnet.INSECURE_ENV == INSECURE_ENDPOINTS_ENV
 
 
 @pytest.mark.parametrize(
@@ -86,7 +86,7 @@ def test_rewrite_head_keeps_websocket_upgrade_open() -> None:
     ],
 )
 def test_host_patterns(pattern: str, host: str, ok: bool) -> None:
-    assert hostbox.host_matches(pattern, host) is ok
+    assert boxnet.host_matches(pattern, host) is ok
 
 
 def test_run_tool_redacts_secrets_in_failures() -> None:
