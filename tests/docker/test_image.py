@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 
 import pytest
 
-from bandkit.image_facts import uv_version
+from bandkit.image_bases import python_tag
+from bandkit.image_facts import host_arch, uv_version
 from launcher.constants import AGENT_HOME, AGENT_UID, DEFAULT_SDK_HOME
 
 from .conftest import HOME_OVERRIDE, run
@@ -151,3 +153,39 @@ def test_missing_sdk_interpreter_fails_closed(kit_image: str) -> None:
     assert proc.stderr.strip() == (
         "[band-python-kit] ERROR: SDK interpreter not found at /nonexistent/python"
     )
+
+
+def test_build_ca_stays_in_the_builder_and_labels_are_set(kit_image: str) -> None:
+    """The host CA bundle fed to the build (conftest) must not reach the runtime image."""
+    count = [
+        "--entrypoint",
+        "grep",
+        "-c",
+        "BEGIN CERTIFICATE",
+        "/etc/ssl/certs/ca-certificates.crt",
+    ]
+
+    def certs(image: str) -> int:
+        proc = subprocess.run(
+            ["docker", "run", "--rm", *count[:2], image, *count[2:]],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        return int(proc.stdout)
+
+    assert certs(kit_image) == certs(python_tag(host_arch()))
+    labels = json.loads(
+        subprocess.run(
+            ["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", kit_image],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout
+    )
+    assert labels["org.opencontainers.image.title"] == "band-python-kit"
+    assert labels["org.opencontainers.image.licenses"] == "MIT"
+    assert labels["org.opencontainers.image.source"].startswith("https://github.com/")
+    assert labels["org.opencontainers.image.description"]
