@@ -184,7 +184,12 @@ class SbxRuntime(Runtime):
         return [*argv, "--kit", kit, kit_name(kit), *map(str, spec.workspaces)]
 
     def start(self, name: str) -> None:
-        self._run(["run", "--name", name], what="run", timeout=T_CREATE)
+        """Start a stopped sandbox (its kit startup commands run again).
+
+        `sbx run --name` would attach an interactive session (a PTY) and block; `exec`
+        starts a stopped sandbox first and returns, so a no-op command starts it headless.
+        """
+        self._run(["exec", name, "true"], what="start (exec)", timeout=T_CREATE)
 
     def stop(self, name: str) -> None:
         self._run(["stop", name], what="stop")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bandkit.manifest import Kind, Manifest, Remover, Resource
 from bandkit.runtimes.base import Runtime, RuntimeName, SandboxError
+from bandkit.runtimes.generic import generic_removers
 
 AUTO = "auto"
 CHOICES = (AUTO, *(name.value for name in RuntimeName))
@@ -66,7 +67,8 @@ def get_runtime(choice: str, *, run_dir: Path, manifest: Manifest | None = None)
 
 
 def removers(runtimes: Iterable[Runtime]) -> dict[Kind, Remover]:
-    """One remover per kind that dispatches on the entry's recorded runtime."""
+    """One remover per kind that dispatches on the entry's recorded runtime, plus the
+    generic ones (temp workspaces, tagged processes) for entries without a runtime."""
     by_runtime = {rt.name.value: rt.removers() for rt in runtimes}
 
     def dispatch(kind: Kind) -> Remover:
@@ -79,5 +81,18 @@ def removers(runtimes: Iterable[Runtime]) -> dict[Kind, Remover]:
 
         return remove
 
-    kinds = {kind for table in by_runtime.values() for kind in table}
-    return {kind: dispatch(kind) for kind in kinds}
+    generic = generic_removers()
+
+    def dispatch_or_generic(kind: Kind) -> Remover:
+        runtime_remover = dispatch(kind)
+
+        def remove(resource: Resource) -> None:
+            if "runtime" not in resource.details and kind in generic:
+                generic[kind](resource)
+            else:
+                runtime_remover(resource)
+
+        return remove
+
+    kinds = {kind for table in by_runtime.values() for kind in table} | set(generic)
+    return {kind: dispatch_or_generic(kind) for kind in kinds}

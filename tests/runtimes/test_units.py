@@ -131,3 +131,32 @@ def test_local_secret_before_create_and_teardown_dispatch(tmp_path: Path) -> Non
     assert "no elsewhere runtime" in report.failed[0][1] or "no remover" in report.failed[0][1]
     assert not rt.has_secret("later", "127.0.0.1")
     assert isinstance(report.removed[0], Resource)
+
+
+def test_generic_removers_for_workspaces_and_processes(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from bandkit.runtimes import processes
+
+    workspace = tmp_path / "staged"
+    workspace.mkdir()
+    (workspace / "band.yaml").write_text("x")
+    tag = f"generic-{tmp_path.name}"
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"],
+        env={"PATH": "/usr/bin:/bin", processes.TAG_ENV: tag},
+    )
+    try:
+        with Manifest.open(tmp_path / "m.json") as manifest:
+            manifest.record(Kind.WORKSPACE, str(workspace))
+            manifest.record(Kind.PROCESS, tag)
+            manifest.record(Kind.WORKSPACE, str(tmp_path / "never-made"))
+            report = teardown(manifest, removers([]))
+        assert report.clean, report.lines()
+        assert not workspace.exists()
+        assert child.wait(timeout=15) != 0
+        assert processes.tagged_pids(tag) == []
+    finally:
+        child.kill()
+        child.wait()
