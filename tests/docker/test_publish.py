@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -37,6 +38,9 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = shutil.which("docker-registry")
     if binary is None:
         pytest.fail("docker-registry is missing: apt-get install docker-registry")
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", 5000)) == 0:
+            pytest.fail("127.0.0.1:5000 is already in use; stop whatever listens there")
     folder = tmp_path_factory.mktemp("registry")
     config = folder / "config.yml"
     config.write_text(REGISTRY_CONFIG.format(root=folder / "data", addr=REGISTRY_ADDR))
@@ -46,7 +50,8 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         while True:
             try:
-                if httpx.get(f"http://{REGISTRY_ADDR}/v2/", timeout=2).status_code == 200:
+                answered = httpx.get(f"http://{REGISTRY_ADDR}/v2/", timeout=2).status_code
+                if answered == 200 and proc.poll() is None:
                     break
             except httpx.HTTPError:
                 pass
