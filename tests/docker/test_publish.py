@@ -19,8 +19,6 @@ from bandkit.image_refs import parse_repository
 from bandkit.image_run import ImageError, image_id
 
 pytestmark = pytest.mark.docker
-REGISTRY_ADDR = "127.0.0.1:5000"
-REPOSITORY = f"{REGISTRY_ADDR}/band-python-kit"
 REGISTRY_CONFIG = """version: 0.1
 storage:
   filesystem:
@@ -32,25 +30,33 @@ http:
 """
 
 
+def _free_loopback_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Debian's docker-registry (distribution 2.8) on 127.0.0.1:5000 with empty storage."""
+    """Debian's docker-registry (distribution 2.8) on a free 127.0.0.1 port, empty storage.
+
+    The daemon treats all of 127.0.0.0/8 as insecure registries, so any port works, and a
+    fresh port keeps concurrent runs (or a registry someone left running) out of our way.
+    """
     binary = shutil.which("docker-registry")
     if binary is None:
         pytest.fail("docker-registry is missing: apt-get install docker-registry")
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", 5000)) == 0:
-            pytest.fail("127.0.0.1:5000 is already in use; stop whatever listens there")
+    registry_addr = f"127.0.0.1:{_free_loopback_port()}"
     folder = tmp_path_factory.mktemp("registry")
     config = folder / "config.yml"
-    config.write_text(REGISTRY_CONFIG.format(root=folder / "data", addr=REGISTRY_ADDR))
+    config.write_text(REGISTRY_CONFIG.format(root=folder / "data", addr=registry_addr))
     log = (folder / "registry.log").open("wb")
     proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=log)
     deadline = time.monotonic() + 30
     try:
         while True:
             try:
-                answered = httpx.get(f"http://{REGISTRY_ADDR}/v2/", timeout=2).status_code
+                answered = httpx.get(f"http://{registry_addr}/v2/", timeout=2).status_code
                 if answered == 200 and proc.poll() is None:
                     break
             except httpx.HTTPError:
@@ -58,7 +64,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"registry did not start: {(folder / 'registry.log').read_text()}")
             time.sleep(0.1)
-        yield REPOSITORY
+        yield f"{registry_addr}/band-python-kit"
     finally:
         proc.terminate()
         proc.wait(timeout=30)
