@@ -13,7 +13,8 @@ a WebSocket upgrade the connection is piped raw both ways.
 Run as `python -m bandkit.runtimes.keyproxy PORTS_FILE` with the routes as JSON on stdin:
 `{"routes": [{"upstream": "http://127.0.0.1:8080", "swaps": [["proxy-managed", "<key>"]]}]}`.
 It writes `{"ports": [...]}` (one per route, same order) to PORTS_FILE atomically, then
-serves until SIGTERM. Values never reach argv, the ports file or a log line.
+serves until SIGTERM, or until PORTS_FILE's directory (its box) no longer exists.
+Values never reach argv, the ports file or a log line.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 HEAD_LIMIT = 64 * 1024
+ORPHAN_CHECK_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -168,9 +170,19 @@ async def serve(routes: list[Route], ports_file: Path) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    orphan_check = asyncio.create_task(_stop_when_removed(ports_file, stop))
     await stop.wait()
+    orphan_check.cancel()
     for server in servers:
         server.close()
+
+
+async def _stop_when_removed(ports_file: Path, stop: asyncio.Event) -> None:
+    """A safety net against leaks: the proxy belongs to its box directory; once that
+    directory is gone (the sandbox was removed without stopping us), exit."""
+    while ports_file.parent.exists():
+        await asyncio.sleep(ORPHAN_CHECK_S)
+    stop.set()
 
 
 def main(argv: list[str]) -> int:

@@ -77,4 +77,8 @@ def simulator(version: str | None = None) -> Iterator[Sim]:
         if sim.state.exists():
             for name in sim("ls", "-q").stdout.split():
                 sim("rm", "-f", name)
+            from bandkit.runtimes import hostbox
+
+            for vm in (sim.state / "vms").glob("*"):  # whatever a failed test left running
+                hostbox.stop(vm, grace_s=5)
         shutil.rmtree(scratch, ignore_errors=True)

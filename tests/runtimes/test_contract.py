@@ -140,7 +140,23 @@ def test_lifecycle_round_trip_and_clean_teardown(
             assert agent_key
             assert all(agent_key not in text for text in texts)
     finally:
+        if manifest_path.exists():  # the test failed before its teardown: clean up anyway
+            with Manifest.open(manifest_path) as manifest:
+                runtimes: list[Runtime] = [
+                    LocalRuntime(scratch / "run"),
+                    SbxRuntime(),
+                    DockerRuntime(scratch / "run"),
+                ]
+                table = removers([rt for rt in runtimes if _owns(manifest, rt)])
+                table[Kind.AGENT] = lambda r: (
+                    platform.delete_agent(r.details["id"]) if "id" in r.details else None
+                )
+                teardown(manifest, table)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _owns(manifest: Manifest, rt: Runtime) -> bool:
+    return any(r.details.get("runtime") == rt.name.value for r in manifest.resources)
 
 
 def _round_trip(platform: Platform, rt: Runtime, room: str, agent_id: str, name: str) -> str:

@@ -67,3 +67,17 @@ def test_hosts_outside_the_secret_get_no_proxy(platform: Platform, tmp_path: Pat
     urls = boxnet.start_proxy(tmp_path, tmp_path, env, [injection])
     assert urls == {}  # 127.0.0.1 does not match **.band.ai: nothing to swap, no proxy
     assert processes.tagged_pids(boxnet.proxy_tag(tmp_path)) == []
+
+
+def test_proxy_exits_when_its_box_is_removed(platform: Platform, tmp_path: Path) -> None:
+    import shutil
+
+    box = tmp_path / "orphan-box"
+    box.mkdir()
+    injection = boxnet.Injection(("127.0.0.1",), "proxy-managed", "k")
+    urls = boxnet.start_proxy(box, tmp_path, {"BAND_REST_URL": platform.rest_url}, [injection])
+    assert urls
+    tag = boxnet.proxy_tag(box)
+    assert processes.tagged_pids(tag)
+    shutil.rmtree(box)  # removed without stopping the proxy
+    assert processes.wait_gone(tag, timeout_s=15)
