@@ -1,6 +1,6 @@
 """Checks. Each session installs from the lock through `_sync` and runs one tool.
 
-`nox` with no arguments runs the default checks (tests, lint, typecheck); CI runs one
+`nox` with no arguments runs the default checks (tests, lint, typecheck, docker_tests); CI runs one
 lane per session name, the matrix coming from `nox -s lanes` (see bandkit/lanes.py).
 """
 
