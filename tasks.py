@@ -196,10 +196,11 @@ def kit_provision(
     timeout: int = 120,
     run_dir: str = ".run",
 ) -> None:
-    """Register a Band agent with your user key (BAND_API_KEY_USER or a prompt), write its id
-    into band.yaml, store its key as a sandbox-scoped secret and create the sandbox.
+    """Register an agent, write its id into band.yaml, store its key, create the sandbox.
 
-    stdout is the agent id only; progress goes to stderr. Safe to re-run.
+    The user key comes from BAND_API_KEY_USER or a prompt (never argv); the agent key is
+    stored as a sandbox-scoped proxy-managed secret. stdout is the agent id only; progress
+    goes to stderr. Safe to re-run.
     """
     from bandkit import provision, provision_run
 
