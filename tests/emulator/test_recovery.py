@@ -137,7 +137,7 @@ async def test_emulator_restart_from_state_file_keeps_agent_working(
             health = (await c.get("/_emulator/health")).json()["data"]
         assert agent.id not in health["online_agents"]
         await eventually(
-            lambda: _replied(human, room, "after restart"), timeout=60, what="reply after restart"
+            lambda: _replied(human, room, "after restart"), timeout=120, what="reply after restart"
         )
     finally:
         assert await second.stop() == 0
