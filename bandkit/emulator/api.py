@@ -17,9 +17,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from bandkit.emulator import messages
 from bandkit.emulator.channels import Kind, Principal
 from bandkit.emulator.context import Platform
 from bandkit.emulator.errors import ApiFailure, invalid
+from bandkit.emulator.state import Room
 
 log = logging.getLogger("bandkit.emulator.rest")
 
@@ -144,3 +146,19 @@ def paged(
         "limit": size,
     }
     return chunk, meta
+
+
+async def post_message_in(
+    request: Request, platform: Platform, principal: Principal, room: Room
+) -> Response:
+    """POST a message to `room` as `principal`: the body both the human and agent APIs share."""
+    fields = await body(request, "message")
+    content = required_text(fields, "content", "/message")
+    mentions = fields.get("mentions", [])
+    if not isinstance(mentions, list) or not all(isinstance(m, dict) for m in mentions):
+        raise invalid("/message/mentions", "must be a list of objects")
+    message, recipients, outcome = messages.post_message(
+        platform.state, room, principal.id, content, mentions, platform.now()
+    )
+    platform.commit(outcome)
+    return data({"id": message.id, "success": True, "recipients": recipients}, status=201)

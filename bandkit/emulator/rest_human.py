@@ -14,6 +14,7 @@ from bandkit.emulator.api import (
     int_query,
     optional_text,
     paged,
+    post_message_in,
     required_text,
 )
 from bandkit.emulator.channels import Kind, Principal
@@ -158,16 +159,7 @@ async def remove_participant(request: Request, platform: Platform, _: Principal)
 @human
 async def post_message(request: Request, platform: Platform, principal: Principal) -> Response:
     room = ops.get_room(platform.state, request.path_params["room_id"])
-    fields = await body(request, "message")
-    content = required_text(fields, "content", "/message")
-    mentions = fields.get("mentions", [])
-    if not isinstance(mentions, list) or not all(isinstance(m, dict) for m in mentions):
-        raise invalid("/message/mentions", "must be a list of objects")
-    message, recipients, outcome = messages.post_message(
-        platform.state, room, principal.id, content, mentions, platform.now()
-    )
-    platform.commit(outcome)
-    return data({"id": message.id, "success": True, "recipients": recipients}, status=201)
+    return await post_message_in(request, platform, principal, room)
 
 
 @human
