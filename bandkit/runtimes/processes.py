@@ -23,6 +23,13 @@ def tag_entry(tag: str) -> bytes:
     return f"{TAG_ENV}={tag}".encode()
 
 
+# While a process is inside execve (setpriv -> python -> the agent all exec in one pid),
+# /proc/<pid>/environ reads as empty for a moment: about 1 read in 10 right after spawn
+# here. Such a read is taken again until the exec has finished, within this bound.
+EXEC_SETTLE_S = 1.0
+PF_KTHREAD = 0x00200000  # kernel threads have no environment at all
+
+
 def tagged_pids(tag: str, *, proc: Path = PROC) -> list[int]:
     """Pids of live (non-zombie) processes whose environment carries exactly this tag."""
     wanted = tag_entry(tag)
@@ -31,18 +38,39 @@ def tagged_pids(tag: str, *, proc: Path = PROC) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            environ = (entry / "environ").read_bytes()
             stat = (entry / "stat").read_text(encoding="utf-8", errors="replace")
+            if _is_zombie(stat) or _is_kernel_thread(stat):
+                continue
+            environ = _settled_environ(entry)
         except OSError:
             continue  # gone meanwhile, or not ours to read
-        if wanted in environ.split(b"\0") and not _is_zombie(stat):
+        if wanted in environ.split(b"\0"):
             found.append(int(entry.name))
     return sorted(found)
 
 
+def _settled_environ(entry: Path) -> bytes:
+    """The process's environment, read again while it is mid-exec (reads as empty)."""
+    environ = (entry / "environ").read_bytes()
+    deadline = time.monotonic() + EXEC_SETTLE_S
+    while not environ and time.monotonic() < deadline:
+        time.sleep(0.005)
+        environ = (entry / "environ").read_bytes()
+    return environ
+
+
+def _stat_fields(stat: str) -> list[str]:
+    # /proc/<pid>/stat: "pid (comm) S ppid ... flags ..."; comm may contain spaces or parens.
+    return stat.rpartition(")")[2].split()
+
+
 def _is_zombie(stat: str) -> bool:
-    # /proc/<pid>/stat: "pid (comm) S ..."; comm may contain spaces or parens.
-    return stat.rpartition(")")[2].split()[:1] == ["Z"]
+    return _stat_fields(stat)[:1] == ["Z"]
+
+
+def _is_kernel_thread(stat: str) -> bool:
+    fields = _stat_fields(stat)
+    return len(fields) > 6 and int(fields[6]) & PF_KTHREAD != 0
 
 
 def alive(pid: int) -> bool:
