@@ -69,6 +69,19 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+        _untag(registry_addr)
+
+
+def _untag(registry_addr: str) -> None:
+    """Drop the local refs naming this registry (push needs them; the layers stay in use)."""
+    listed = _docker("image", "ls", "--digests", "--format", "{{.Repository}} {{.Tag}} {{.Digest}}")
+    refs = []
+    for line in listed.stdout.splitlines():
+        repo, tag, digest = line.split()
+        if repo.startswith(f"{registry_addr}/"):
+            refs.append(f"{repo}:{tag}" if tag != "<none>" else f"{repo}@{digest}")
+    if refs:
+        _docker("rmi", *refs)
 
 
 def _docker(*argv: str) -> subprocess.CompletedProcess[str]:
