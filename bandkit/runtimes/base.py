@@ -9,6 +9,7 @@ through `warnings`.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -154,8 +155,13 @@ def run_tool(
     input: str | None = None,
     redact: Sequence[str] = (),
     check: bool = True,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run a CLI (argv list, timeout); on failure raise SandboxError with secrets redacted."""
+    """Run a CLI (argv list, timeout); on failure raise SandboxError with secrets redacted.
+
+    `env` is added to this process's environment for the child: values a CLI can read from
+    its environment (docker's `--env NAME`) go there, never into argv.
+    """
 
     def clean(text: str) -> str:
         for secret in redact:
@@ -171,6 +177,7 @@ def run_tool(
             text=True,
             check=False,
             timeout=timeout,
+            env={**os.environ, **env} if env else None,
         )
     except subprocess.TimeoutExpired:
         raise SandboxError(

@@ -189,14 +189,15 @@ class DockerRuntime(Runtime):
         args = ["exec", "--user", "1000"]
         args += ["--detach"] if detach else []
         args += ["--interactive"] if stdin is not None else []
-        for key, value in (env or {}).items():
-            args += ["--env", f"{key}={value}"]
+        for key in env or {}:
+            args += ["--env", key]  # docker reads the value from its environment, not argv
         result = run_tool(
             [self.binary, *args, name, *argv],
             what="docker exec",
             timeout=timeout,
             input=stdin,
             check=False,
+            env=env,
         )
         return ExecResult(result.returncode, result.stdout, result.stderr)
 
