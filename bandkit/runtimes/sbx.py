@@ -17,10 +17,13 @@ not already allowed, and each added rule is recorded so teardown removes only ou
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -209,11 +212,12 @@ class SbxRuntime(Runtime):
             args.append("-d")
         if stdin is not None:
             args.append("-i")
-        for key, value in (env or {}).items():
-            args += ["-e", f"{key}={value}"]
-        result = self._run(
-            [*args, name, *argv], what="exec", timeout=timeout, input=stdin, check=False
-        )
+        with _env_file(env or {}) as env_path:
+            if env_path is not None:
+                args += ["--env-file", str(env_path)]  # values stay out of argv
+            result = self._run(
+                [*args, name, *argv], what="exec", timeout=timeout, input=stdin, check=False
+            )
         return ExecResult(result.returncode, result.stdout, result.stderr)
 
     def _sandboxes(self) -> list[dict[str, Any]]:
@@ -328,3 +332,22 @@ def parse_custom_table(text: str) -> list[dict[str, Any]]:
 
 def installed() -> bool:
     return shutil.which("sbx") is not None
+
+
+@contextlib.contextmanager
+def _env_file(env: Mapping[str, str]) -> Iterator[Path | None]:
+    """A 0600 `KEY=VALUE` file for `sbx exec --env-file`, removed afterwards (None if empty)."""
+    if not env:
+        yield None
+        return
+    for key, value in env.items():
+        if "\n" in value or "\n" in key or "=" in key:
+            raise SandboxError(f"sbx: exec env {key!r}: names and values must be single-line")
+    fd, raw = tempfile.mkstemp(prefix="bandkit-exec-", suffix=".env")  # created 0600
+    path = Path(raw)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.writelines(f"{key}={value}\n" for key, value in env.items())
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
