@@ -49,6 +49,7 @@ class Kind(StrEnum):
     SECRET = "secret"  # noqa: S105 (a kind name, not a value)
     POLICY = "policy"
     AGENT = "agent"
+    AGENT_ID = "agent-id"  # agent.id written into a workspace's band.yaml (key: its path)
     ROOM = "room"
     PROCESS = "process"
     WORKSPACE = "workspace"

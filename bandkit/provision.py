@@ -9,7 +9,9 @@ Flow (`provision`), each step recorded in the run manifest before it happens:
    the key is shown once and there is no idempotency key); on a client-side timeout look
    the agent up by exact name and report CONFIRMED_ABSENT / CONFIRMED_PRESENT / UNKNOWN;
 3. write `agent.id` into band.yaml with a ruamel round trip (comments and layout kept)
-   and re-validate the file with the launcher's own schema;
+   and re-validate the file with the launcher's own schema (recorded as a `agent-id`
+   entry before the agent's, so `kit.unprovision` puts the placeholder back only once
+   the agent and everything made after it are gone);
 4. store the key as a sandbox-scoped secret with the `proxy-managed` placeholder (stdin
    wherever the runtime's CLI allows);
 5. separately, create the sandbox unless `--no-create` or the runtime already lists it.
@@ -227,6 +229,9 @@ def _register_and_inject(
                 "stopped before storing its key, which cannot be fetched again; run "
                 f"`invoke kit.unprovision --name {request.name}` to remove it, then re-run"
             )
+        # The band.yaml edit is recorded before the agent, so a reverse teardown resets
+        # agent.id only after the agent (and everything made after it) is gone.
+        manifest.record(Kind.AGENT_ID, str(band_yaml(request.workspace).resolve()))
         manifest.record(Kind.AGENT, key, name=name, url=request.rest_url)
     log(f"provision: registering agent {name!r} on {request.rest_url}")
     try:
@@ -251,6 +256,10 @@ def _register_and_inject(
         raise ProvisionError(describe_timeout(outcome, name, found, request.timeout_s)) from None
     _settle(manifest, key, agent_id)
     log(f"provision: registered agent {agent_id}")
+    if manifest is not None:
+        written = manifest.find(Kind.AGENT_ID, str(band_yaml(request.workspace).resolve()))
+        if written is not None:
+            manifest.update(written, id=agent_id)
     try:
         write_agent_id(request.workspace, agent_id)
         runtime.set_secret(
@@ -269,14 +278,19 @@ def _register_and_inject(
 
 
 def _settle(manifest: Manifest | None, key: str, agent_id: str | None) -> None:
-    """Record what registration produced: its id, or drop the entry when none exists."""
+    """Record what registration produced: its id, or drop the entry when none exists
+    (with the band.yaml entry recorded for it: nothing was written there either)."""
     entry = manifest.find(Kind.AGENT, key) if manifest is not None else None
     if manifest is None or entry is None:
         return
     if agent_id:
         manifest.update(entry, id=agent_id)
-    else:
-        manifest.forget(entry)
+        return
+    index = manifest.resources.index(entry)
+    manifest.forget(entry)
+    before = manifest.resources[index - 1] if index > 0 else None
+    if before is not None and before.kind is Kind.AGENT_ID and "id" not in before.details:
+        manifest.forget(before)
 
 
 async def _after_timeout(

@@ -5,7 +5,9 @@ platform started by `invoke platform.up` (its URL and user key file), else produ
 User key: `BAND_API_KEY_USER`, else the local platform's key file when that platform is
 used, else an interactive prompt (never argv). Each run's manifest lives at
 `<run_dir>/provision/<name>/manifest.json`; `unprovision` removes exactly what it lists
-(sandbox, scoped secret, policy rules, the platform agent) and deletes it when clean.
+(sandbox, scoped secret, policy rules, rooms, the platform agent), then puts the
+starter placeholder back into band.yaml's agent.id once all of that is gone, and
+deletes the manifest when clean.
 """
 
 from __future__ import annotations
@@ -19,9 +21,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bandkit.manifest import Kind, Manifest, ManifestError, Resource, TeardownReport, teardown
+from bandkit.manifest import (
+    Kind,
+    Manifest,
+    ManifestError,
+    Remover,
+    Resource,
+    TeardownReport,
+    teardown,
+)
 from bandkit.provision import ProvisionError, ProvisionRequest, ProvisionResult, provision
 from bandkit.provision_api import delete_agent, find_agent_by_name
+from bandkit.provision_rooms import room_remover
+from bandkit.provision_yaml import BandYamlError, reset_agent_id
 from bandkit.runtimes.base import SandboxError
 from bandkit.runtimes.select import get_runtime, removers
 
@@ -98,6 +110,40 @@ def agent_remover(api_key: str) -> Callable[[Resource], None]:
     return remove
 
 
+def agent_id_remover(manifest: Manifest) -> Callable[[Resource], None]:
+    """Reset the agent.id provisioning wrote, once everything recorded after it is gone.
+
+    The entry sits before the agent's, so in a reverse teardown it comes after the
+    sandbox, the stored key and the agent itself. Any of those still listed means
+    that removal failed in this pass: then the id stays (the agent or its key may
+    still exist) and the failure says so; a re-run resets it once they are gone.
+    """
+
+    def remove(resource: Resource) -> None:
+        entries = list(manifest.resources)
+        later = entries[entries.index(resource) + 1 :] if resource in entries else []
+        recorded = resource.details.get("id", "")
+        if later:
+            refs = ", ".join(r.ref for r in later)
+            raise ProvisionError(
+                f"kept agent.id {recorded or '(none written)'} in {resource.key}: not "
+                f"removed yet: {refs}; fix that and re-run kit.unprovision"
+            )
+        if recorded:
+            reset_agent_id(Path(resource.key), recorded)
+
+    return remove
+
+
+def platform_removers(api_key: str, manifest: Manifest) -> dict[Kind, Remover]:
+    """Removers for what lives on the platform or in band.yaml (agents, rooms, agent.id)."""
+    return {
+        Kind.AGENT: agent_remover(api_key),
+        Kind.ROOM: room_remover(api_key),
+        Kind.AGENT_ID: agent_id_remover(manifest),
+    }
+
+
 def unprovision(name: str, *, run_dir: Path, api_key: str) -> TeardownReport:
     """Remove what the provisioning runs for `name` recorded, with the runtimes they used."""
     path = manifest_path(run_dir, name)
@@ -110,9 +156,9 @@ def unprovision(name: str, *, run_dir: Path, api_key: str) -> TeardownReport:
                 get_runtime(n, run_dir=run_dir / "runtimes", manifest=manifest)
                 for n in sorted(used)
             ]
-            table = {**removers(runtimes), Kind.AGENT: agent_remover(api_key)}
+            table = {**removers(runtimes), **platform_removers(api_key, manifest)}
             return teardown(manifest, table, redact=[api_key])
-    except (ManifestError, SandboxError) as exc:
+    except (ManifestError, SandboxError, BandYamlError) as exc:
         raise ProvisionError(str(exc)) from None
 
 

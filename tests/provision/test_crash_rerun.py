@@ -16,6 +16,7 @@ import pytest
 from bandkit import provision_run
 from bandkit.provision import ProvisionError, ProvisionRequest
 from bandkit.provision_yaml import read_agent_id
+from launcher.constants import PLACEHOLDER_AGENT_ID
 from tests.fakes.simharness import Sim
 from tests.provision.conftest import sim_context
 from tests.runtimes.helpers import Platform, echo_workspace, make_kit
@@ -133,7 +134,7 @@ def test_rerun_after_kill_9(
             assert names(platform).count(name) == 1
             report = provision_run.unprovision(name, run_dir=run_dir, api_key=platform.user_key)
             assert report.clean, report.lines()
-            _clear_agent_id(ws)  # as the message says
+            assert read_agent_id(ws) == PLACEHOLDER_AGENT_ID  # unprovision put it back
         agent_id = rerun()
         assert read_agent_id(ws) == agent_id
         assert names(platform).count(name) == 1
@@ -146,9 +147,3 @@ def test_rerun_after_kill_9(
         assert "CUSTOM SECRETS" in sim("secret", "ls").stdout
         assert name not in sim("secret", "ls").stdout
         assert not os.path.exists(provision_run.manifest_path(run_dir, name))
-
-
-def _clear_agent_id(ws: Path) -> None:
-    text = (ws / "band.yaml").read_text()
-    agent_id = read_agent_id(ws)
-    (ws / "band.yaml").write_text(text.replace(agent_id, "replace-with-agent-id"))

@@ -120,7 +120,7 @@ def test_four_cases_against_the_emulator(
         with pytest.raises(ProvisionError, match="stopped after registering"):
             run(platform, request_for(platform, ws, name), rt, m)
         assert agent_names(platform).count(name) == 1
-        assert [r.kind for r in m.resources] == [Kind.AGENT, Kind.SECRET]
+        assert [r.kind for r in m.resources] == [Kind.AGENT_ID, Kind.AGENT, Kind.SECRET]
 
 
 def test_create_is_decided_separately(
