@@ -31,9 +31,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     check = args == ["--check"]
 
-    from launcher.logsetup import add_log_file, configure_console
+    from launcher.logconfig import read_log_config
+    from launcher.logsetup import add_log_file, configure
 
-    configure_console(os.environ.get(EnvVar.LOG_LEVEL, ""))
+    try:
+        configure(read_log_config())  # BAND_LOG_*, before anything else logs (as upstream)
+    except LauncherError as exc:
+        configure()  # defaults: stderr, INFO
+        logger.error("launch failed: %s", exc)
+        return 1
     # setpriv keeps root's HOME; git, uv and the agent all use the agent's home.
     os.environ[EnvVar.HOME] = AGENT_HOME
     try:
