@@ -14,7 +14,7 @@ from invoke.context import Context
 from invoke.exceptions import Exit
 from invoke.tasks import task
 
-from bandkit import ciprep, image_bases, image_build, image_push, kitspec, platformctl
+from bandkit import ciprep, image_bases, image_build, image_push, kitspec, platformctl, sidedocker
 from bandkit import doctor as doctor_mod
 from bandkit.image_facts import LOCAL_TAG, SPEC, host_arch
 from bandkit.image_run import ImageError
@@ -65,12 +65,14 @@ def bases(c: Context, arch: list[str]) -> None:
 
 @task(
     help={
-        "platform": "linux/amd64 or linux/arm64 (repeatable; several = per-arch tags)",
+        "platform": "linux/amd64 or linux/arm64 (repeatable; several = one multi-platform "
+        "image via buildx when the Docker selected has such a builder, else <tag>-<arch> tags)",
         "sdk_extra": "one optional band-sdk extra locked in docker/band_python_kit/sdk",
         "tag": f"image tag (default {LOCAL_TAG})",
         "base": "official (the Dockerfile's digest pins) or local (`invoke image.bases`)",
         "build_ca": "extra CA certificate file trusted by the builder stage only (repeatable)",
         "no_cache": "rebuild every layer",
+        "multi": "several platforms: auto (default), buildx (fail without it), per-arch",
     },
     iterable=["platform", "build_ca"],
 )
@@ -82,10 +84,18 @@ def build(
     base: str = "official",
     build_ca: list[str] | None = None,
     no_cache: bool = False,
+    multi: str = "auto",
 ) -> None:
     """Build the kit image, printing each build step; ends with tag, id and time."""
     if base not in ("official", "local"):
         raise Exit(f"image.build: --base must be official or local, got {base!r}", code=1)
+    modes: dict[str, image_build.Multi] = {
+        "auto": "auto",
+        "buildx": "buildx",
+        "per-arch": "per-arch",
+    }
+    if multi not in modes:
+        raise Exit(f"image.build: --multi must be auto, buildx or per-arch, got {multi!r}", code=1)
     request = image_build.BuildRequest(
         platforms=tuple(platform),
         tag=tag,
@@ -93,6 +103,7 @@ def build(
         sdk_extra=sdk_extra,
         build_ca=tuple(Path(p) for p in build_ca or ()),
         no_cache=no_cache,
+        multi=modes[multi],
     )
     try:
         for item in image_build.build(request):
@@ -109,7 +120,8 @@ def build(
         "registry": "HOST[:PORT]/NAME to push to, e.g. 127.0.0.1:5000/band-python-kit",
         "tag": "tag to publish (repeatable): X.Y.Z or X.Y.Z-rN first, then latest/<major>",
         "source": f"local image to push (default {LOCAL_TAG})",
-        "arch": "push per-arch builds `<source>-<arch>` merged into one manifest (repeatable)",
+        "arch": "push per-arch builds `<source>-<arch>` merged into one manifest (repeatable; "
+        "not for a buildx multi-platform image, which is pushed as it is)",
     },
     iterable=["tag", "arch"],
 )
@@ -126,6 +138,31 @@ def push(
     except ImageError as exc:
         raise Exit(str(exc), code=1) from None
     print(pushed.by_digest())
+
+
+@task(
+    name="builder",
+    help={
+        "stop": "stop the side daemon (its build cache stays)",
+        "status": "say whether it runs and print the environment that selects it",
+    },
+)
+def image_builder(c: Context, stop: bool = False, status: bool = False) -> None:
+    """Start a side dockerd (Debian trixie, buildx, containerd store) for multi-platform builds.
+
+    Idempotent. Prints DOCKER_HOST=... and DOCKER_CONFIG=...: export them to point
+    `image.build` / `image.push` at it; the main daemon is left alone.
+    """
+    where = sidedocker.layout()
+    try:
+        if stop:
+            print(f"image.builder: {sidedocker.down(where)}")
+            return
+        lines = sidedocker.status(where) if status else sidedocker.up(where)
+    except sidedocker.SideDockerError as exc:
+        raise Exit(str(exc), code=1) from None
+    print("\n".join(f"image.builder: {line}" for line in lines))
+    print("\n".join(f"{name}={value}" for name, value in sidedocker.env(where).items()))
 
 
 @task(
@@ -302,7 +339,7 @@ def platform_logs(c: Context, lines: int = 50, run_dir: str = ".run") -> None:
 ns = Collection(
     doctor,
     Collection("ci", prepare),
-    Collection("image", bases, build, push),
+    Collection("image", bases, build, push, image_builder),
     Collection("kit", stamp, validate, kit_provision, kit_unprovision),
     Collection("platform", platform_up, platform_down, platform_status, platform_logs),
 )

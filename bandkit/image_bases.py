@@ -87,7 +87,7 @@ def ensure_bases(arches: tuple[str, ...], progress: Progress = print) -> list[st
         if arch not in UV_WHEEL_TAGS:
             raise ImageError(f"image.bases: unsupported arch {arch!r}; use amd64 or arm64")
         if arch != host_arch():
-            _enable_emulation(arch)
+            enable_emulation(arch)
     summary = []
     for base in planned(arches):
         if image_exists(base.tag):
@@ -102,7 +102,7 @@ def ensure_bases(arches: tuple[str, ...], progress: Progress = print) -> list[st
     return summary
 
 
-def _enable_emulation(arch: str) -> None:
+def enable_emulation(arch: str) -> None:
     """Register qemu for a foreign arch (binfmt_misc mounted, entry enabled) or explain."""
     qemu = {"arm64": "aarch64", "amd64": "x86_64"}[arch]
     entry = BINFMT / f"qemu-{qemu}"

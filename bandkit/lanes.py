@@ -41,7 +41,15 @@ LANES: tuple[Lane, ...] = (
         "docker_tests",
         "docker_tests",
         docker=True,
-        apt=("docker-registry", "debootstrap", "openssl"),
+        # qemu + binfmt: arm64 bases and builds; iproute2: the side builder's bridge.
+        apt=(
+            "docker-registry",
+            "debootstrap",
+            "openssl",
+            "qemu-user-static",
+            "binfmt-support",
+            "iproute2",
+        ),
     ),
 )
 

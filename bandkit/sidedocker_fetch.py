@@ -1,0 +1,94 @@
+"""Fetch Debian trixie's docker.io, docker-buildx and containerd .debs and unpack them.
+
+Plain HTTP from deb.debian.org like apt itself; each .deb is checked against the SHA256
+in the suite's Packages index. Nothing is installed: `dpkg-deb -x` into a private root.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import lzma
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import httpx
+
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+SUITE = "trixie"
+PACKAGES = ("docker.io", "docker-buildx", "containerd")
+MARKER = ".bandkit-packages"  # "<package> <version>" per line, written once unpacked
+HTTP_TIMEOUT_S = 300.0
+Progress = Callable[[str], None]
+
+
+class SideDockerError(Exception):
+    """An expected failure of the side builder; the message says what to do."""
+
+
+def parse_packages(index: str, names: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Package name -> its `Version`, `Filename`, `SHA256` from a Debian Packages index."""
+    found: dict[str, dict[str, str]] = {}
+    for stanza in index.split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in stanza.splitlines() if ": " in line and line[0] != " "
+        )
+        if fields.get("Package") in names and fields.get("Architecture") in ("amd64", "all"):
+            found[fields["Package"]] = {k: fields[k] for k in ("Version", "Filename", "SHA256")}
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise SideDockerError(f"image.builder: {SUITE} has no {', '.join(missing)} for amd64")
+    return found
+
+
+def fetch_debs(debs: Path, root: Path, progress: Progress = print) -> list[str]:
+    """Download (SHA256-checked) and unpack trixie's .debs into `root` unless already there."""
+    marker = root / MARKER
+    if marker.is_file():
+        return [f"packages: present ({marker.read_text().strip().replace(chr(10), ', ')})"]
+    if shutil.which("dpkg-deb") is None:
+        raise SideDockerError("image.builder: dpkg-deb is missing (a Debian/Ubuntu host needed)")
+    index_url = f"{DEBIAN_MIRROR}/dists/{SUITE}/main/binary-amd64/Packages.xz"
+    try:
+        with httpx.Client(timeout=HTTP_TIMEOUT_S, follow_redirects=True) as client:
+            response = client.get(index_url)
+            response.raise_for_status()
+            wanted = parse_packages(lzma.decompress(response.content).decode(), PACKAGES)
+            debs.mkdir(parents=True, exist_ok=True)
+            for name, meta in wanted.items():
+                deb = debs / Path(meta["Filename"]).name
+                if not deb.is_file() or _sha256(deb) != meta["SHA256"]:
+                    progress(f"image.builder: downloading {name} {meta['Version']}")
+                    body = client.get(f"{DEBIAN_MIRROR}/{meta['Filename']}")
+                    body.raise_for_status()
+                    if hashlib.sha256(body.content).hexdigest() != meta["SHA256"]:
+                        raise SideDockerError(f"image.builder: {deb.name}: SHA256 mismatch")
+                    deb.write_bytes(body.content)
+    except httpx.HTTPError as exc:
+        raise SideDockerError(f"image.builder: cannot fetch from {DEBIAN_MIRROR}: {exc}") from None
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    for meta in wanted.values():
+        _unpack(debs / Path(meta["Filename"]).name, root)
+    versions = "\n".join(f"{name} {meta['Version']}" for name, meta in wanted.items())
+    marker.write_text(versions + "\n")
+    return [f"unpacked {name} {meta['Version']}" for name, meta in wanted.items()]
+
+
+def _unpack(deb: Path, root: Path) -> None:
+    proc = subprocess.run(
+        ["dpkg-deb", "-x", str(deb), str(root)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    if proc.returncode != 0:
+        raise SideDockerError(
+            f"image.builder: dpkg-deb -x {deb.name} failed: {proc.stderr.strip()}"
+        )
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
