@@ -3,7 +3,8 @@
 Precedence, for every value: environment (BAND_AGENT_ID, BAND_REST_URL,
 BAND_WS_URL) -> band.yaml -> production default (endpoints only) -> fail.
 
-Validation is the strict pydantic schema in `launcher.schema`. Importing pydantic
+Validation is the pydantic schema in `launcher.schema` (unknown keys refused, scalars
+coerced like upstream's models: a quoted "true" is true). Importing pydantic
 costs most of the launcher's start-up time, so a document whose exact bytes
 already passed validation (recorded in the stamp under runtime.statePath by the
 last successful launch, see `launcher.stamp`) is not validated again; the spec
@@ -137,24 +138,45 @@ def _pick(section: Mapping[str, Any], alias: str, name: str, default: Any) -> An
     return section.get(name, default)
 
 
+_TRUE_WORDS = frozenset({"1", "on", "t", "true", "y", "yes"})
+
+
+def _text(value: Any) -> Any:
+    """A validated string field: the schema (like upstream's) also takes UTF-8 bytes."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode()
+    return value
+
+
+def _flag(value: Any) -> bool:
+    """A validated bool field read as pydantic's lax mode reads it (upstream's models):
+    true/false, 1/0, 1.0/0.0, and the words 1/0, true/false, yes/no, on/off, t/f, y/n
+    in any case (also as bytes). Only ever called on a document that validated."""
+    value = _text(value)
+    if isinstance(value, str):
+        return value.lower() in _TRUE_WORDS
+    return bool(value == 1)
+
+
 def build_spec(data: Mapping[str, Any]) -> WorkspaceSpec:
-    """Read a *validated* document into a WorkspaceSpec (defaults as in the schema)."""
+    """Read a *validated* document into a WorkspaceSpec (defaults and scalar coercion
+    as in the schema, so the fast path that skips pydantic reads the same values)."""
     agent = _section(data, "agent")
     band = _section(data, "band")
     runtime = _section(data, "runtime")
     repo = data.get("repo")
     credentials = data.get("credentials")
     return WorkspaceSpec(
-        agent_id=agent.get("id", ""),
-        entrypoint=agent.get("entrypoint", DEFAULT_ENTRYPOINT),
-        rest_url=_pick(band, "restUrl", "rest_url", ""),
-        ws_url=_pick(band, "wsUrl", "ws_url", ""),
-        project_path=_section(data, "project").get("path", DEFAULT_PROJECT_PATH),
+        agent_id=_text(agent.get("id", "")),
+        entrypoint=_text(agent.get("entrypoint", DEFAULT_ENTRYPOINT)),
+        rest_url=_text(_pick(band, "restUrl", "rest_url", "")),
+        ws_url=_text(_pick(band, "wsUrl", "ws_url", "")),
+        project_path=_text(_section(data, "project").get("path", DEFAULT_PROJECT_PATH)),
         repo=(
             RepoSpec(
-                url=repo["url"].strip(),
-                branch=(repo.get("branch") or "").strip() or None,
-                index=repo.get("index", False),
+                url=_text(repo["url"]).strip(),
+                branch=(_text(repo.get("branch")) or "").strip() or None,
+                index=_flag(repo.get("index", False)),
             )
             if isinstance(repo, Mapping)
             else None
@@ -162,22 +184,24 @@ def build_spec(data: Mapping[str, Any]) -> WorkspaceSpec:
         credentials=(
             CredentialsSpec(
                 source=CredentialSource(credentials["source"]),
-                path=credentials.get("path"),
-                acknowledge_plaintext=_pick(
-                    credentials,
-                    "acknowledgePlaintextInSandbox",
-                    "acknowledge_plaintext_in_sandbox",
-                    False,
+                path=_text(credentials.get("path")),
+                acknowledge_plaintext=_flag(
+                    _pick(
+                        credentials,
+                        "acknowledgePlaintextInSandbox",
+                        "acknowledge_plaintext_in_sandbox",
+                        False,
+                    )
                 ),
             )
             if isinstance(credentials, Mapping)
             else None
         ),
         runtime=RuntimeSpec(
-            environment_path=_pick(runtime, "environmentPath", "environment_path", ""),
-            state_path=_pick(runtime, "statePath", "state_path", ""),
-            cache_path=_pick(runtime, "cachePath", "cache_path", ""),
-            log_path=_pick(runtime, "logPath", "log_path", ""),
+            environment_path=_text(_pick(runtime, "environmentPath", "environment_path", "")),
+            state_path=_text(_pick(runtime, "statePath", "state_path", "")),
+            cache_path=_text(_pick(runtime, "cachePath", "cache_path", "")),
+            log_path=_text(_pick(runtime, "logPath", "log_path", "")),
         ),
     )
 

@@ -1,8 +1,12 @@
 """Strict pydantic models of band.yaml (schemaVersion "1"): the validation gate.
 
 Every model forbids unknown fields and takes both the camelCase keys of the file
-and their snake_case names. Values are strict (no "yes" -> True coercion), so a
-validated document means exactly what `config.build_spec` reads from it.
+and their snake_case names, exactly like upstream's models (band.docker.launcher,
+band-sdk 6.0.1): strict about keys, not about scalars. Values go through pydantic's
+lax mode as upstream's do: a bool field takes true/false, 1/0 and the words
+"true"/"yes"/"on"/"1" (and their opposites) in any case; a string field takes text
+(or UTF-8 bytes) but never a number or a bool; schemaVersion must be the string "1".
+`config.build_spec` reads validated documents with the same coercion (`_flag`).
 Imported only when a document has not been validated before (see `config`).
 """
 
@@ -16,28 +20,28 @@ from launcher.constants import DEFAULT_ENTRYPOINT, DEFAULT_PROJECT_PATH
 from launcher.errors import LauncherError, Phase
 from launcher.urls import repo_url_problem
 
-STRICT = ConfigDict(extra="forbid", populate_by_name=True, strict=True, frozen=True)
+FORBID_UNKNOWN_KEYS = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
 
 class AgentModel(BaseModel):
-    model_config = STRICT
+    model_config = FORBID_UNKNOWN_KEYS
     id: str = ""
     entrypoint: str = DEFAULT_ENTRYPOINT
 
 
 class BandModel(BaseModel):
-    model_config = STRICT
+    model_config = FORBID_UNKNOWN_KEYS
     rest_url: str = Field(default="", alias="restUrl")
     ws_url: str = Field(default="", alias="wsUrl")
 
 
 class ProjectModel(BaseModel):
-    model_config = STRICT
+    model_config = FORBID_UNKNOWN_KEYS
     path: str = DEFAULT_PROJECT_PATH
 
 
 class RepoModel(BaseModel):
-    model_config = STRICT
+    model_config = FORBID_UNKNOWN_KEYS
     url: str
     branch: str | None = None
     index: bool = False
@@ -51,7 +55,7 @@ class RepoModel(BaseModel):
 
 
 class CredentialsModel(BaseModel):
-    model_config = STRICT
+    model_config = FORBID_UNKNOWN_KEYS
     source: Literal["proxy-managed", "workspace-env-file"]
     path: str | None = None
     acknowledge_plaintext_in_sandbox: bool = Field(
@@ -68,7 +72,7 @@ class CredentialsModel(BaseModel):
 
 
 class RuntimeModel(BaseModel):
-    model_config = STRICT
+    model_config = FORBID_UNKNOWN_KEYS
     environment_path: str = Field(alias="environmentPath")
     state_path: str = Field(alias="statePath")
     cache_path: str = Field(alias="cachePath")
@@ -78,7 +82,7 @@ class RuntimeModel(BaseModel):
 class WorkspaceModel(BaseModel):
     """The whole band.yaml."""
 
-    model_config = STRICT
+    model_config = FORBID_UNKNOWN_KEYS
     schema_version: Literal["1"] = Field(alias="schemaVersion")
     agent: AgentModel = AgentModel()
     band: BandModel = BandModel()
