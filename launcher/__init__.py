@@ -11,6 +11,11 @@ Run as `$BAND_SDK_PYTHON -m launcher` (as the agent user, uid 1000), or
 6. `sync`         `uv sync --locked` under a file lock, skipped when nothing changed (`stamp`)
 7. `exec`         `os.execve` the venv's python on the entrypoint (same pid, direct signals)
 
+Logging (`logconfig`, `logsetup`) is set up first, from the SDK's `BAND_LOG_*`
+settings read as band-sdk's `LogSettings` reads them (a bad value is `[config]`):
+the console on stderr (or BAND_LOG_STREAM), `<logPath>/launcher.log` once paths
+resolve, and BAND_LOG_FILE when set.
+
 `launch` holds `resolve_launch` (phases 1-4, no side effects) and `execute`
 (5-7); `run.main` is the only place errors become exit codes. Every failure is a
 `LauncherError(phase, message)` that prints as `[phase] message`; no message or
