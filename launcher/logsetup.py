@@ -101,8 +101,9 @@ def _create_parents(path: Path) -> None:
             continue
 
 
-def configure(config: LogConfig | None = None) -> None:
-    """Console (and BAND_LOG_FILE) now; raises LauncherError(config) if the file fails."""
+def configure(config: LogConfig | None = None, *, files: bool = True) -> None:
+    """Console (and BAND_LOG_FILE unless `files` is False, as for --check, which writes
+    nothing) now; raises LauncherError(config) if the file cannot be opened."""
     global _config
     _config = config or LogConfig()
     root = logging.getLogger()
@@ -120,7 +121,7 @@ def configure(config: LogConfig | None = None) -> None:
         logging.getLogger(name).setLevel(_config.logger_level)
     for name, level in _config.overrides.items():
         logging.getLogger(name).setLevel(level)
-    if _config.file:
+    if _config.file and files:
         path = Path(_config.file).expanduser().absolute()
         try:
             _create_parents(path)

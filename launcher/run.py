@@ -35,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     from launcher.logsetup import add_log_file, configure
 
     try:
-        configure(read_log_config())  # BAND_LOG_*, before anything else logs (as upstream)
+        # BAND_LOG_*, before anything else logs (as upstream); --check writes no file.
+        configure(read_log_config(), files=not check)
     except LauncherError as exc:
         configure()  # defaults: stderr, INFO
         logger.error("launch failed: %s", exc)

@@ -197,3 +197,17 @@ def test_root_level_follows_the_level_unless_set(
     assert logging.getLogger().level == logging.ERROR
     assert logging.getLogger("launcher").level == logging.DEBUG
     assert os.environ["BAND_LOG_ROOT_LEVEL"] == "error"
+
+
+def test_check_validates_the_settings_but_writes_no_log_file(
+    box: Box, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extra = box.root / "never" / "band.log"
+    box.write(box.config())
+    for key, value in base_env(box, BAND_LOG_FILE=str(extra)).items():
+        monkeypatch.setenv(key, value)
+    main(["--check"])
+    assert not (box.root / "never").exists()
+    monkeypatch.setenv("BAND_LOG_STREAM", "nowhere")
+    assert main(["--check"]) == 1
+    assert "[config] BAND_LOG_STREAM must be stderr or stdout" in capsys.readouterr().err
