@@ -191,6 +191,7 @@ def up(where: Layout, progress: Progress = print) -> list[str]:
     link = plugins / "docker-buildx"
     link.unlink(missing_ok=True)
     link.symlink_to(where.root / "usr/libexec/docker/cli-plugins/docker-buildx")
+    _run(_privileged(["mkdir", "-p", str(where.run)]), f"create {where.run}")
     if _ensure_bridge():
         lines.append(f"bridge {BRIDGE} {BRIDGE_ADDRESS}: created")
     lines.append(_emulation())

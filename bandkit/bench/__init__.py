@@ -11,6 +11,7 @@ from __future__ import annotations
 BENCHES: dict[str, str] = {
     "launcher": "launcher",
     "image": "image",
+    "image_multiarch": "image_multiarch",
     "emulator": "emulator",
     "runtimes": "runtimes",
 }
