@@ -3,10 +3,26 @@
 from __future__ import annotations
 
 from launcher.launch import ResolvedLaunch
+from launcher.logconfig import LogConfig
 from launcher.sync import plan_sync, resolve_uv
 
 
-def check_report(launch: ResolvedLaunch) -> list[str]:
+def logging_summary(config: LogConfig, log_file: str) -> str:
+    files = [log_file, *([config.file] if config.file else [])]
+    rotation = (
+        f", rotated at {config.max_bytes} bytes keeping {config.backups}"
+        if config.max_bytes
+        else ""
+    )
+    overrides = ", ".join(f"{name}={level}" for name, level in config.overrides.items())
+    return (
+        f"{config.level} on {config.stream}, root {config.effective_root_level}; "
+        f"{config.effective_file_level} to {', '.join(files)}{rotation}"
+        + (f"; overrides {overrides}" if overrides else "")
+    )
+
+
+def check_report(launch: ResolvedLaunch, log_config: LogConfig | None = None) -> list[str]:
     """Lines describing what a launch would do; raises LauncherError like a launch."""
     endpoints = launch.endpoints
     rows = [
@@ -29,7 +45,7 @@ def check_report(launch: ResolvedLaunch) -> list[str]:
         ("venv", str(launch.environment_path)),
         ("state", str(launch.state_path)),
         ("cache", str(launch.cache_path)),
-        ("logs", str(launch.log_path / "launcher.log")),
+        ("logs", logging_summary(log_config or LogConfig(), str(launch.log_path / "launcher.log"))),
         (
             "credentials",
             f"tier {launch.credential_source or 'environment only'}; set: "

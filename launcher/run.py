@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         # BAND_LOG_*, before anything else logs (as upstream); --check writes no file.
-        configure(read_log_config(), files=not check)
+        log_config = read_log_config()
+        configure(log_config, files=not check)
     except LauncherError as exc:
         configure()  # defaults: stderr, INFO
         logger.error("launch failed: %s", exc)
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         if check:
             from launcher.report import check_report
 
-            print("\n".join(check_report(launch)), flush=True)
+            print("\n".join(check_report(launch, log_config)), flush=True)
             return 0
         execute(launch)
     except LauncherError as exc:

@@ -202,12 +202,29 @@ def test_root_level_follows_the_level_unless_set(
 def test_check_validates_the_settings_but_writes_no_log_file(
     box: Box, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from bandkit.bench.launcher_sdk import find_uv_binary
+
     extra = box.root / "never" / "band.log"
+    (box.ws / "uv.lock").write_text("version = 1\n")
     box.write(box.config())
-    for key, value in base_env(box, BAND_LOG_FILE=str(extra)).items():
+    env = base_env(
+        box,
+        BAND_LOG_FILE=str(extra),
+        BAND_LOG_LEVEL="warning",
+        BAND_LOG_MAX_BYTES="5000",
+        BAND_LOG_OVERRIDES='{"httpx": "error"}',
+        BAND_SDK_UV=str(find_uv_binary()),
+    )
+    for key, value in env.items():
         monkeypatch.setenv(key, value)
-    main(["--check"])
+    assert main(["--check"]) == 0
     assert not (box.root / "never").exists()
+    logs = [line for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["logs"]]
+    assert logs == [
+        f"  logs         WARNING on stderr, root WARNING; WARNING to "
+        f"{box.home / 'logs' / 'launcher.log'}, {extra}, rotated at 5000 bytes keeping 1; "
+        "overrides httpx=ERROR"
+    ]
     monkeypatch.setenv("BAND_LOG_STREAM", "nowhere")
     assert main(["--check"]) == 1
     assert "[config] BAND_LOG_STREAM must be stderr or stdout" in capsys.readouterr().err
