@@ -104,11 +104,12 @@ def decide(facts: BuilderFacts, platforms: tuple[str, ...]) -> Verdict:
         else:
             why = f"the {facts.driver} driver could not --load a multi-platform image without it"
         return Verdict(False, f"the daemon has no containerd image store ({why})")
+    words = facts.buildx.split()
+    version = words[1] if len(words) > 1 else "?"
     return Verdict(
         True,
-        f"{facts.buildx.split()[1] if len(facts.buildx.split()) > 1 else 'buildx'} with the "
-        f"{facts.driver} driver and the containerd image store builds "
-        f"{', '.join(platforms)} in one command",
+        f"buildx {version} with the {facts.driver} driver and the containerd image store "
+        f"builds {', '.join(platforms)} in one command",
     )
 
 

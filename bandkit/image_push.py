@@ -2,8 +2,10 @@
 
 Order (the floating tags are the commit point):
 1. probe every immutable tag; any that already exists is refused (never overwritten);
-2. push the immutable tags (per-arch images are pushed as `<tag>-<arch>` and merged into
-   one manifest list with `docker manifest create/push`);
+2. push the immutable tags: a single- or multi-platform image (a buildx build loaded into
+   a containerd image store) is pushed as it is, the index with every platform; per-arch
+   images (`arches`) are pushed as `<tag>-<arch>` and merged into one manifest list with
+   `docker manifest create/push`;
 3. ask the registry for the manifest digest (HEAD with the v2/OCI Accept header; without
    it a registry may answer an old-format digest), never predicting it;
 4. only then move the floating tags, and check each now resolves to the same digest.

@@ -245,7 +245,7 @@ def _emulation() -> str:
 
 
 def down(where: Layout) -> str:
-    """Stop the side daemon (graceful SIGTERM); its data and build cache stay."""
+    """Stop the side daemon (graceful SIGTERM); its data, build cache and bridge stay."""
     running = pid(where)
     if running is None:
         return "side dockerd: not running"

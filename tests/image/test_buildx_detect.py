@@ -163,7 +163,10 @@ def test_path_choice_is_printed_and_forcing_buildx_fails_cleanly(
         image_build.choose_path(forced, lines.append)
     monkeypatch.setattr(image_buildx, "probe", lambda: recorded("side"))
     assert image_build.choose_path(request, lines.append) == recorded("side")
-    assert lines[-1].startswith("image.build: buildx path: 0.13.1")
+    assert lines[-1] == (
+        "image.build: buildx path: buildx 0.13.1+ds1 with the docker driver and the containerd "
+        "image store builds linux/amd64, linux/arm64 in one command"
+    )
     one = image_build.BuildRequest(platforms=("linux/amd64",), multi="buildx")
     assert image_build.choose_path(one, lines.append) is None  # one platform: classic
     per_arch = image_build.BuildRequest(platforms=BOTH, multi="per-arch")
