@@ -270,7 +270,7 @@ def kit_provision(
     },
 )
 def kit_unprovision(c: Context, name: str, rest_url: str = "", run_dir: str = ".run") -> None:
-    """Remove what kit.provision recorded for NAME: sandbox, stored key, rules, the agent."""
+    """Remove what kit.provision recorded for NAME (sandbox, key, agent, rooms); reset agent.id."""
     from bandkit import provision, provision_run
 
     try:
