@@ -93,3 +93,6 @@ async def echo_agents(
     # Stop in a thread: the emulator under test shares this event loop and must keep
     # answering (leave replies) while the agents shut down.
     await asyncio.gather(*(asyncio.to_thread(process.stop) for process in started))
+    for process in started:  # pytest shows this only when the test failed
+        lines = process.log_path.read_text(errors="replace").splitlines()
+        print(f"--- last lines of {process.log_path.name}", *lines[-40:], sep="\n")
