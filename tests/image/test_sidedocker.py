@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -66,3 +69,65 @@ def test_env_selects_the_side_socket_and_plugin_folder(tmp_path: Path) -> None:
     assert sidedocker.down(sidedocker.Layout(tmp_path, run=tmp_path / "run")) == (
         "side dockerd: not running"
     )
+
+
+GOOD = "be3d7d96a040eda0505c1808cccc67f183bbc05dff0842c50f88e6c396557412"
+RELEASE = (
+    "Origin: Debian\nSuite: stable\nMD5Sum:\n"
+    " 203e1451a4c2e0edf3646a5da3cec2d8  9679304 main/binary-amd64/Packages.xz\n"
+    "SHA256:\n"
+    f" {'1' * 64}  1234 main/binary-arm64/Packages.xz\n"
+    f" {GOOD}  9679304 main/binary-amd64/Packages.xz\n"
+)
+
+
+def test_release_sha256_reads_the_sha256_section_only() -> None:
+    digest = sidedocker_fetch.release_sha256(RELEASE, sidedocker_fetch.INDEX)
+    assert digest == GOOD
+    with pytest.raises(sidedocker_fetch.SideDockerError, match="no SHA256 for main/contrib"):
+        sidedocker_fetch.release_sha256(RELEASE, "main/contrib")
+
+
+def _gpg(home: Path, *argv: str, data: bytes | None = None) -> bytes:
+    proc = subprocess.run(
+        ["gpg", "--batch", "--homedir", str(home), *argv],
+        input=data,
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    return proc.stdout
+
+
+@pytest.fixture
+def signer(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A throwaway signing key: (GNUPGHOME, a keyring file holding its public key)."""
+    if shutil.which("gpg") is None or shutil.which("gpgv") is None:
+        pytest.skip("gpg/gpgv not installed")
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    _gpg(home, "--passphrase", "", "--quick-gen-key", "Test Archive <t@example.org>", "ed25519")
+    keyring = tmp_path / "keyring.gpg"
+    keyring.write_bytes(_gpg(home, "--export"))
+    yield home, keyring
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False, timeout=30)
+
+
+def test_a_good_signature_yields_the_signed_release_text(signer: tuple[Path, Path]) -> None:
+    home, keyring = signer
+    inrelease = _gpg(home, "--clearsign", data=RELEASE.encode())
+    assert sidedocker_fetch.verified_release(inrelease, keyring) == RELEASE
+
+
+def test_a_tampered_or_foreign_release_is_refused(
+    signer: tuple[Path, Path], tmp_path: Path
+) -> None:
+    home, keyring = signer
+    inrelease = _gpg(home, "--clearsign", data=RELEASE.encode())
+    tampered = inrelease.replace(b"be3d7d96", b"00000000")
+    with pytest.raises(sidedocker_fetch.SideDockerError, match="does not verify"):
+        sidedocker_fetch.verified_release(tampered, keyring)
+    other = tmp_path / "other.gpg"
+    other.write_bytes(b"")
+    with pytest.raises(sidedocker_fetch.SideDockerError, match="does not verify"):
+        sidedocker_fetch.verified_release(inrelease, other)
