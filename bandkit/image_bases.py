@@ -93,7 +93,8 @@ def ensure_bases(arches: tuple[str, ...], progress: Progress = print) -> list[st
         if image_exists(base.tag):
             summary.append(f"{base.tag}: present")
             continue
-        progress(f"image.bases: making {base.tag} ...")
+        slow = " (debootstrap under qemu: several minutes)" if base.arch != host_arch() else ""
+        progress(f"image.bases: making {base.tag} ...{slow}")
         if base.kind == "python":
             _make_python(base, progress)
         else:

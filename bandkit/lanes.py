@@ -41,7 +41,9 @@ LANES: tuple[Lane, ...] = (
         "docker_tests",
         "docker_tests",
         docker=True,
-        # qemu + binfmt: arm64 bases and builds; iproute2: the side builder's bridge.
+        # qemu + binfmt: arm64 bases and builds; iproute2: the side builder's bridge;
+        # gpgv + the Debian keyring: debootstrap and the side builder verify what they fetch
+        # (present on Debian, not on an Ubuntu runner).
         apt=(
             "docker-registry",
             "debootstrap",
@@ -49,6 +51,8 @@ LANES: tuple[Lane, ...] = (
             "qemu-user-static",
             "binfmt-support",
             "iproute2",
+            "gpgv",
+            "debian-archive-keyring",
         ),
     ),
 )
