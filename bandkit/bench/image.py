@@ -111,6 +111,13 @@ def _sizes(base_tag: str) -> list[str]:
             f"(largest layers: {layers})"
         )
     lines.append(f"image: target for ours: base + 60 MB = {base + 60:.0f} MB")
+    parts = probe.sdk_parts_mb(TAG)
+    without_uv = probe.size_mb(TAG) - parts["uv"]
+    lines.append(
+        "image: ours, what the SDK home adds: "
+        + ", ".join(f"{name} {mb:.1f} MB" for name, mb in parts.items())
+        + f"; without the pinned uv binary the image would be {without_uv:.0f} MB"
+    )
     return lines
 
 

@@ -102,6 +102,21 @@ def layers_mb(tag: str) -> list[tuple[float, str]]:
     return layers
 
 
+SDK_PARTS_SCRIPT = (
+    'cd "$BAND_SDK_HOME" && du -sb bin/uv venv'
+    " && find venv -name '*.so' -print0 | du -cb --files0-from=- | tail -1"
+    " && find venv -name '*.pyc' -print0 | du -cb --files0-from=- | tail -1"
+    " && find venv -name '*.py' -print0 | du -cb --files0-from=- | tail -1"
+)
+
+
+def sdk_parts_mb(tag: str) -> dict[str, float]:
+    """MB (10^6 bytes, as docker counts) of the SDK home's parts: uv, venv and its file kinds."""
+    out = docker(["run", "--rm", "--entrypoint", "bash", tag, "-c", SDK_PARTS_SCRIPT], 120)
+    sizes = [int(line.split()[0]) / 1e6 for line in out.stdout.splitlines()]
+    return dict(zip(("uv", "venv", "venv .so", "venv .pyc", "venv .py"), sizes, strict=True))
+
+
 def bare_run(base: str) -> float:
     return median_run(["docker", "run", "--rm", base, "true"])
 
