@@ -93,7 +93,8 @@ def ensure_bases(arches: tuple[str, ...], progress: Progress = print) -> list[st
         if image_exists(base.tag):
             summary.append(f"{base.tag}: present")
             continue
-        slow = " (debootstrap under qemu: several minutes)" if base.arch != host_arch() else ""
+        foreign = base.kind == "python" and base.arch != host_arch()
+        slow = " (debootstrap under qemu: several minutes)" if foreign else ""
         progress(f"image.bases: making {base.tag} ...{slow}")
         if base.kind == "python":
             _make_python(base, progress)
