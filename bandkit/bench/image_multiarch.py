@@ -13,9 +13,6 @@ Needs a Docker daemon, root and the arm64 bases (`invoke image.bases --arch arm6
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -24,9 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
-import httpx
-
 from bandkit import image_bases, image_build, image_buildx_bases, image_push, sidedocker
+from bandkit.image_registry import local_registry
 from bandkit.image_run import docker_answers
 
 BOTH = ("linux/amd64", "linux/arm64")
@@ -124,36 +120,9 @@ def _selected(env: Mapping[str, str]) -> Iterator[None]:
 
 @contextmanager
 def _registry() -> Iterator[str]:
-    """Debian's docker-registry on a free 127.0.0.1 port with throwaway storage."""
-    binary = shutil.which("docker-registry")
-    if binary is None:
-        raise RuntimeError("image_multiarch: docker-registry is missing (apt-get install it)")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        addr = f"127.0.0.1:{probe.getsockname()[1]}"
-    with tempfile.TemporaryDirectory(prefix="bandkit-bench-registry-") as tmp:
-        config = Path(tmp) / "config.yml"
-        config.write_text(
-            f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp}/data\n"
-            f"http:\n  addr: {addr}\n"
-        )
-        proc = subprocess.Popen(
-            [binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while not _answers(addr):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("image_multiarch: the registry did not start")
-                time.sleep(0.1)
-            yield addr
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-
-
-def _answers(addr: str) -> bool:
-    try:
-        return httpx.get(f"http://{addr}/v2/", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
+    """A throwaway registry on 127.0.0.1 (storage in a temporary folder)."""
+    with (
+        tempfile.TemporaryDirectory(prefix="bandkit-bench-registry-") as tmp,
+        local_registry(Path(tmp)) as addr,
+    ):
+        yield addr

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,15 +23,13 @@ import pytest
 from bandkit import image_bases, image_build, image_push, sidedocker
 from bandkit.image_push import MANIFEST_ACCEPT
 from bandkit.image_refs import parse_repository
+from bandkit.image_registry import local_registry
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 BOTH = ("linux/amd64", "linux/arm64")
 HOST_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 BUILD_CA = (HOST_BUNDLE,) if HOST_BUNDLE.is_file() else ()
 PROBE = "import band, launcher, os, platform; print(platform.machine(), os.getuid())"
-REGISTRY_CONFIG = (
-    "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}\nhttp:\n  addr: {addr}\n"
-)
 
 
 def _docker(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -67,34 +63,9 @@ def side_env(bases: None) -> Iterator[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Debian's docker-registry on a free 127.0.0.1 port (the daemons trust 127.0.0.0/8)."""
-    binary = shutil.which("docker-registry")
-    if binary is None:
-        pytest.fail("docker-registry is missing: apt-get install docker-registry")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        addr = f"127.0.0.1:{probe.getsockname()[1]}"
-    folder = tmp_path_factory.mktemp("registry")
-    (folder / "config.yml").write_text(REGISTRY_CONFIG.format(root=folder / "data", addr=addr))
-    with (folder / "registry.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [binary, "serve", str(folder / "config.yml")], stdout=log, stderr=log
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://{addr}/v2/", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"registry did not start: {(folder / 'registry.log').read_text()}")
-            time.sleep(0.1)
+    """A throwaway registry on 127.0.0.1 (tests/docker/registry.py)."""
+    with local_registry(tmp_path_factory.mktemp("registry")) as addr:
         yield addr
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def _index_platforms(repo: str, digest: str) -> set[str]:

@@ -2,86 +2,27 @@
 
 from __future__ import annotations
 
-import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
 from bandkit import image_push, kitspec
 from bandkit.image_facts import SPEC
 from bandkit.image_refs import parse_repository
+from bandkit.image_registry import local_registry
 from bandkit.image_run import ImageError, image_id
 
 pytestmark = pytest.mark.docker
-REGISTRY_CONFIG = """version: 0.1
-storage:
-  filesystem:
-    rootdirectory: {root}
-  delete:
-    enabled: true
-http:
-  addr: {addr}
-"""
-
-
-def _free_loopback_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Debian's docker-registry (distribution 2.8) on a free 127.0.0.1 port, empty storage.
-
-    The daemon treats all of 127.0.0.0/8 as insecure registries, so any port works, and a
-    fresh port keeps concurrent runs (or a registry someone left running) out of our way.
-    """
-    binary = shutil.which("docker-registry")
-    if binary is None:
-        pytest.fail("docker-registry is missing: apt-get install docker-registry")
-    registry_addr = f"127.0.0.1:{_free_loopback_port()}"
-    folder = tmp_path_factory.mktemp("registry")
-    config = folder / "config.yml"
-    config.write_text(REGISTRY_CONFIG.format(root=folder / "data", addr=registry_addr))
-    log = (folder / "registry.log").open("wb")
-    proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=log)
-    deadline = time.monotonic() + 30
-    try:
-        while True:
-            try:
-                answered = httpx.get(f"http://{registry_addr}/v2/", timeout=2).status_code
-                if answered == 200 and proc.poll() is None:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"registry did not start: {(folder / 'registry.log').read_text()}")
-            time.sleep(0.1)
-        yield f"{registry_addr}/band-python-kit"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
-        _untag(registry_addr)
-
-
-def _untag(registry_addr: str) -> None:
-    """Drop the local refs naming this registry (push needs them; the layers stay in use)."""
-    listed = _docker("image", "ls", "--digests", "--format", "{{.Repository}} {{.Tag}} {{.Digest}}")
-    refs = []
-    for line in listed.stdout.splitlines():
-        repo, tag, digest = line.split()
-        if repo.startswith(f"{registry_addr}/"):
-            refs.append(f"{repo}:{tag}" if tag != "<none>" else f"{repo}@{digest}")
-    if refs:
-        _docker("rmi", *refs)
+    """A throwaway registry (tests/docker/registry.py) and the repository pushed to."""
+    with local_registry(tmp_path_factory.mktemp("registry")) as addr:
+        yield f"{addr}/band-python-kit"
 
 
 def _docker(*argv: str) -> subprocess.CompletedProcess[str]:
