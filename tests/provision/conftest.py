@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from bandkit.provision import ProvisionRequest
 from bandkit.runtimes.base import Runtime
 from bandkit.runtimes.local import LocalRuntime
 from bandkit.runtimes.sbx import SbxRuntime
@@ -66,3 +67,18 @@ def make_runtime(kind: str, run_dir: Path, manifest: object = None) -> Runtime:
 
 def sim_context(version: str, mp: pytest.MonkeyPatch) -> AbstractContextManager[Sim]:
     return _sim(version, mp)
+
+
+DESCRIPTION = "an echo agent provisioned by the tests"
+
+
+def request_for(platform: Platform, ws: Path, name: str, **extra: object) -> ProvisionRequest:
+    """A provision request against the test platform; `create` is off unless given."""
+    fields: dict[str, object] = {"create": False, **extra}
+    return ProvisionRequest(
+        name=name,
+        description=DESCRIPTION,
+        workspace=ws,
+        rest_url=platform.rest_url,
+        **fields,  # type: ignore[arg-type]
+    )

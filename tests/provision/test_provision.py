@@ -13,21 +13,8 @@ from bandkit.provision import Decision, ProvisionError, ProvisionRequest, decide
 from bandkit.provision_yaml import read_agent_id, write_agent_id
 from bandkit.runtimes.base import Runtime
 from tests.fakes.simharness import Sim
-from tests.provision.conftest import make_runtime
+from tests.provision.conftest import make_runtime, request_for
 from tests.runtimes.helpers import STARTER, Platform, echo_workspace
-
-DESCRIPTION = "an echo agent provisioned by the tests"
-
-
-def request_for(platform: Platform, ws: Path, name: str, **extra: object) -> ProvisionRequest:
-    fields: dict[str, object] = {"create": False, **extra}
-    return ProvisionRequest(
-        name=name,
-        description=DESCRIPTION,
-        workspace=ws,
-        rest_url=platform.rest_url,
-        **fields,  # type: ignore[arg-type]
-    )
 
 
 def workspace(platform: Platform, parent: Path, name: str = "ws") -> Path:

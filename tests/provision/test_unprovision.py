@@ -11,24 +11,10 @@ import pytest
 
 from bandkit import provision_run
 from bandkit.manifest import Kind, Manifest
-from bandkit.provision import ProvisionRequest
 from bandkit.provision_yaml import read_agent_id, reset_agent_id, write_agent_id
 from launcher.constants import PLACEHOLDER_AGENT_ID
-from tests.provision.conftest import sim_context
+from tests.provision.conftest import request_for, sim_context
 from tests.runtimes.helpers import STARTER, Platform, echo_workspace, make_kit
-
-DESCRIPTION = "an echo agent provisioned by the tests"
-
-
-def request(platform: Platform, ws: Path, name: str, **extra: object) -> ProvisionRequest:
-    fields: dict[str, object] = {"create": False, **extra}
-    return ProvisionRequest(
-        name=name,
-        description=DESCRIPTION,
-        workspace=ws,
-        rest_url=platform.rest_url,
-        **fields,  # type: ignore[arg-type]
-    )
 
 
 def ids_named(platform: Platform, name: str) -> list[str]:
@@ -95,7 +81,7 @@ def test_provision_unprovision_provision_registers_a_fresh_agent(
 
         def provision() -> str:
             result = provision_run.run(
-                request(platform, ws, name, **extra),
+                request_for(platform, ws, name, **extra),
                 runtime=runtime,
                 run_dir=run_dir,
                 api_key=platform.user_key,
@@ -136,7 +122,7 @@ def test_partial_teardown_keeps_the_id_and_says_so(platform: Platform, scratch: 
     ws = echo_workspace(scratch, agent_id=None, rest_url=platform.rest_url, ws_url=platform.ws_url)
     run_dir = scratch / "run"
     agent_id = provision_run.run(
-        request(platform, ws, name),
+        request_for(platform, ws, name),
         runtime="local",
         run_dir=run_dir,
         api_key=platform.user_key,
@@ -169,7 +155,7 @@ def test_an_id_changed_since_provisioning_is_not_cleared(platform: Platform, scr
     ws = echo_workspace(scratch, agent_id=None, rest_url=platform.rest_url, ws_url=platform.ws_url)
     run_dir = scratch / "run"
     provision_run.run(
-        request(platform, ws, name),
+        request_for(platform, ws, name),
         runtime="local",
         run_dir=run_dir,
         api_key=platform.user_key,
