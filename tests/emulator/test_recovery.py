@@ -122,6 +122,16 @@ async def test_emulator_restart_from_state_file_keeps_agent_working(
         await eventually(online, timeout=60, what="agent online")
         await mention(human, room, agent, "before restart")
         await eventually(lambda: _replied(human, room, "before restart"), timeout=30, what="reply")
+
+        async def settled() -> bool:  # the agent marks it processed after replying
+            async with raw_client(first.rest_url, agent.key) as c:
+                pending = await c.get(f"/api/v1/agent/chats/{room}/messages/next")
+            return pending.status_code == 204
+
+        # Stopping between the reply and `processed` would replay the message after the
+        # restart, and the SDK skips a message it has handled without settling it, so
+        # /next would keep answering that one (seen in CI under load).
+        await eventually(settled, timeout=30, what="message settled before the restart")
     finally:
         assert await first.stop() == 0
     assert agent.key not in state_file.read_text()  # only digests are stored
