@@ -36,6 +36,10 @@ from bandkit.image_facts import BUILD_CA_DIR, DOCKERFILE, LOCAL_TAG, REPO_ROOT, 
 from bandkit.image_run import ImageError, image_exists, image_id, require_docker
 
 BUILD_TIMEOUT_S = 1800.0
+BUILDX_HINT = (
+    "for one buildx command, start a builder with `uv run invoke image.builder` "
+    "and export what it prints"
+)
 PLATFORM_ARCHES = {"linux/amd64": "amd64", "linux/arm64": "arm64"}
 Base = Literal["official", "local"]
 Multi = Literal["auto", "buildx", "per-arch"]
@@ -135,9 +139,10 @@ def choose_path(request: BuildRequest, progress: Progress) -> image_buildx.Build
     if request.multi == "buildx":
         raise ImageError(
             f"image.build: --multi buildx, but no multi-platform builder: {verdict.reason}; "
-            "start one with `uv run invoke image.builder` and export what it prints"
+            + BUILDX_HINT
         )
     progress(f"image.build: per-arch path: {verdict.reason}")
+    progress(f"image.build: {BUILDX_HINT}")
     return None
 
 

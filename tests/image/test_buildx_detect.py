@@ -155,7 +155,8 @@ def test_path_choice_is_printed_and_forcing_buildx_fails_cleanly(
     assert image_build.choose_path(request, lines.append) is None
     assert lines == [
         "image.build: per-arch path: the daemon has no containerd image store "
-        "(the docker driver builds one platform at a time without it)"
+        "(the docker driver builds one platform at a time without it)",
+        f"image.build: {image_build.BUILDX_HINT}",
     ]
     forced = image_build.BuildRequest(platforms=BOTH, multi="buildx")
     with pytest.raises(ImageError, match=r"--multi buildx, but no multi-platform builder.*"
