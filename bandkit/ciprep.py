@@ -26,10 +26,15 @@ class PrepareError(Exception):
     """An expected failure while preparing the machine; the message says what to do."""
 
 
-def packages_for(lanes: Iterable[Lane]) -> list[str]:
+def packages_for(lanes: Iterable[Lane], *, have_docker: bool = False) -> list[str]:
+    """Debian packages the lanes need; Docker's own only when no daemon answers yet.
+
+    A machine that already runs a Docker (a GitHub runner's docker-ce, Docker Desktop) keeps
+    it: installing Debian's docker.io beside docker-ce conflicts (containerd.io).
+    """
     wanted: list[str] = []
     for entry in lanes:
-        extra = DOCKER_PACKAGES if entry.docker else ()
+        extra = DOCKER_PACKAGES if entry.docker and not have_docker else ()
         for pkg in (*entry.apt, *extra):
             if pkg not in wanted:
                 wanted.append(pkg)
@@ -119,9 +124,10 @@ def prepare(lane_ids: Sequence[str]) -> list[str]:
     """Install and start what the given lanes need ('all' = every lane). Returns log lines."""
     chosen = list(LANES) if "all" in lane_ids else [_find(lid) for lid in lane_ids]
     lines = []
-    installed = install_packages(packages_for(chosen))
+    docker_lane = any(entry.docker for entry in chosen)
+    installed = install_packages(packages_for(chosen, have_docker=docker_lane and docker_answers()))
     lines.append(f"installed: {' '.join(installed)}" if installed else "packages: all present")
-    if any(entry.docker for entry in chosen):
+    if docker_lane:
         lines.append("dockerd: started" if ensure_dockerd() else "dockerd: already running")
     return lines
 
