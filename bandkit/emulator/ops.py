@@ -112,9 +112,8 @@ def delete_agent(state: EmulatorState, agent_id: str, now: str) -> tuple[AgentRe
         raise not_found("agent")
     out = Outcome()
     for room in list(state.rooms.values()):
-        if agent_id in room.participants:
-            _, removed = remove_participant(state, room.id, agent_id, now)
-            out.pushes += removed.pushes
+        if (p := room.participants.get(agent_id)) is not None:
+            out.pushes += drop_participant(state, room, p, now).pushes
     del state.agents[agent_id]
     return agent, out
 
@@ -128,14 +127,26 @@ def create_room(
     task_id: str | None,
     now: str,
     new_id: NewId = new_uuid,
+    *,
+    owner_agent: str | None = None,
 ) -> tuple[Room, Outcome]:
+    """A room owned by the user, or by `owner_agent` (the agent API's create: user not in it)."""
     room = Room(id=new_id(), title=title, task_id=task_id, inserted_at=now, updated_at=now)
-    room.participants[state.user.id] = Participant(
-        id=state.user.id, type=ParticipantType.USER, role=Role.OWNER, joined_at=now
-    )
+    if owner_agent is None:
+        owner = Participant(
+            id=state.user.id, type=ParticipantType.USER, role=Role.OWNER, joined_at=now
+        )
+        push = Push(
+            user_rooms_topic(state.user.id), "room_added", wire.room(room), agents=frozenset()
+        )
+    else:
+        owner = Participant(
+            id=owner_agent, type=ParticipantType.AGENT, role=Role.OWNER, joined_at=now
+        )
+        push = Push(agent_rooms_topic(owner_agent), "room_added", wire.room(room), users=False)
+    room.participants[owner.id] = owner
     state.rooms[room.id] = room
     state.room_messages[room.id] = []
-    push = Push(user_rooms_topic(state.user.id), "room_added", wire.room(room), agents=frozenset())
     return room, Outcome([push])
 
 
@@ -176,17 +187,26 @@ def delete_room(state: EmulatorState, room_id: str) -> Outcome:
 def add_participant(
     state: EmulatorState, room_id: str, participant_id: str, role: Role, now: str
 ) -> tuple[Participant, Outcome]:
+    """Add an agent, or the user (whom agents may invite into rooms they created)."""
     room = get_room(state, room_id)
     if participant_id in room.participants:
         raise invalid("/participant/participant_id", "is already a participant")
-    if participant_id not in state.agents:
+    if participant_id == state.user.id:
+        kind = ParticipantType.USER
+    elif participant_id in state.agents:
+        kind = ParticipantType.AGENT
+    else:
         raise not_found("participant")
-    p = Participant(id=participant_id, type=ParticipantType.AGENT, role=role, joined_at=now)
+    p = Participant(id=participant_id, type=kind, role=role, joined_at=now)
     room.participants[participant_id] = p
     room.updated_at = now
+    if kind is ParticipantType.USER:
+        topic, users, agents = user_rooms_topic(participant_id), True, frozenset[str]()
+    else:
+        topic, users, agents = agent_rooms_topic(participant_id), False, None
     out = Outcome(
         [
-            Push(agent_rooms_topic(participant_id), "room_added", wire.room(room), users=False),
+            Push(topic, "room_added", wire.room(room), users=users, agents=agents),
             Push(
                 participants_topic(room_id),
                 "participant_added",
@@ -201,19 +221,24 @@ def add_participant(
 def remove_participant(
     state: EmulatorState, room_id: str, participant_id: str, now: str
 ) -> tuple[Participant, Outcome]:
+    """Remove anyone but the room's owner (an owner leaves only with its room or agent)."""
     room = get_room(state, room_id)
     p = room.participants.get(participant_id)
     if p is None:
         raise not_found("participant")
-    if p.type is ParticipantType.USER:
+    if p.role is Role.OWNER:
         raise invalid("/participant_id", "is the room owner and cannot be removed")
+    return p, drop_participant(state, room, p, now)
+
+
+def drop_participant(state: EmulatorState, room: Room, p: Participant, now: str) -> Outcome:
+    """Take `p` out of `room` unchecked, with the pushes the platform sends."""
     payload = wire.participant_push(state, p)
-    del room.participants[participant_id]
+    del room.participants[p.id]
     room.updated_at = now
-    out = Outcome(
-        [
-            Push(participants_topic(room_id), "participant_removed", payload, page_room=room_id),
-            Push(agent_rooms_topic(participant_id), "room_removed", wire.room(room), users=False),
-        ]
-    )
-    return p, out
+    if p.type is ParticipantType.USER:
+        gone = Push(user_rooms_topic(p.id), "room_removed", wire.room(room), agents=frozenset())
+    else:
+        gone = Push(agent_rooms_topic(p.id), "room_removed", wire.room(room), users=False)
+    removed = Push(participants_topic(room.id), "participant_removed", payload, page_room=room.id)
+    return Outcome([removed, gone])

@@ -33,6 +33,7 @@ from bandkit.emulator import (
     pages,
     persistence,
     rest_agent,
+    rest_agent_rooms,
     rest_bulk,
     rest_human,
     tls,
@@ -109,6 +110,7 @@ def build_app(platform: Platform) -> Starlette:
         *rest_bulk.ROUTES,  # before rest_human: its fixed paths would match `{id}` there
         *rest_human.ROUTES,
         *rest_agent.ROUTES,
+        *rest_agent_rooms.ROUTES,
         *control.ROUTES,
         *ws_endpoint.ROUTES,
         *pages.ROUTES,

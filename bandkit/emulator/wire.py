@@ -93,6 +93,21 @@ def participant_push(state: EmulatorState, p: Participant) -> JSON:
     return {"id": p.id, "name": name, "type": p.type.value, "handle": handle}
 
 
+def peer(a: AgentRecord, *, online: bool) -> JSON:
+    """`Peer` for `GET /agent/peers`: a sibling agent (same owner) an agent may recruit."""
+    return {
+        "id": a.id,
+        "name": a.name,
+        "handle": a.handle,
+        "description": a.description,
+        "type": "Agent",
+        "source": "registry",
+        "is_contact": False,
+        "is_external": True,
+        "online": online,
+    }
+
+
 def delivery_status(m: Message) -> JSON:
     return {
         agent_id: {
