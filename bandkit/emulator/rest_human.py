@@ -182,17 +182,21 @@ async def list_messages(request: Request, platform: Platform, _: Principal) -> R
 
 @human
 async def profile(request: Request, platform: Platform, _: Principal) -> Response:
+    return data(wire.user_details(platform.state.user))
+
+
+@human
+async def update_profile(request: Request, platform: Platform, _: Principal) -> Response:
+    """`PUT /me/profile` with `{"user": {first_name?, last_name?}}`: blank first name is 422."""
+    fields = await body(request, "user")
     user = platform.state.user
-    return data(
-        {
-            "id": user.id,
-            "email": user.email,
-            "handle": user.handle,
-            "role": "user",
-            "first_name": user.name,
-            "last_name": None,
-        }
-    )
+    if "first_name" in fields:
+        user.name = required_text(fields, "first_name", "/user").strip()
+    if "last_name" in fields:
+        last = optional_text(fields, "last_name", "/user")
+        user.last_name = last.strip() if last and last.strip() else None
+    platform.commit()
+    return data(wire.user_details(user))
 
 
 ME = "/api/v1/me"
@@ -215,4 +219,5 @@ ROUTES = [
     Route(f"{ME}/chats/{{room_id}}/messages", post_message, methods=["POST"]),
     Route(f"{ME}/chats/{{room_id}}/messages", list_messages, methods=["GET"]),
     Route(f"{ME}/profile", profile, methods=["GET"]),
+    Route(f"{ME}/profile", update_profile, methods=["PUT"]),
 ]

@@ -45,7 +45,8 @@ class DeliveryStatus(StrEnum):
 
 class User(_Model):
     id: str
-    name: str
+    name: str  # the first name (profile PUT `first_name`)
+    last_name: str | None = None
     handle: str
     email: str
     inserted_at: str

@@ -17,6 +17,7 @@ from bandkit.emulator.state import (
     Participant,
     ParticipantType,
     Room,
+    User,
 )
 
 JSON = dict[str, Any]
@@ -50,10 +51,27 @@ def me_room(state: EmulatorState, r: Room) -> JSON:
     }
 
 
+def user_name(u: User) -> str:
+    """Display name: first and last name."""
+    return f"{u.name} {u.last_name}" if u.last_name else u.name
+
+
+def user_details(u: User) -> JSON:
+    """`UserDetails` for `GET`/`PUT /me/profile`."""
+    return {
+        "id": u.id,
+        "email": u.email,
+        "handle": u.handle,
+        "role": "user",
+        "first_name": u.name,
+        "last_name": u.last_name,
+    }
+
+
 def who(state: EmulatorState, p: Participant) -> tuple[str, str, str | None]:
     """(name, handle, description) of a participant."""
     if p.type is ParticipantType.USER:
-        return state.user.name, state.user.handle, None
+        return user_name(state.user), state.user.handle, None
     agent = state.agents[p.id]
     return agent.name, agent.handle, agent.description
 

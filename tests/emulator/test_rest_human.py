@@ -10,6 +10,7 @@ import httpx
 import pytest
 from band.client.rest import AsyncRestClient
 from band_rest import ChatMessageRequest
+from band_rest.human_api_profile import UpdateMyProfileRequestUser
 from band_rest.types import ChatMessageRequestMentionsItem
 
 from bandkit.emulator import Emulator
@@ -31,6 +32,7 @@ HUMAN_ROUTES = [
     ("POST", f"/api/v1/me/chats/{ROOM}/messages"),
     ("GET", f"/api/v1/me/chats/{ROOM}/messages"),
     ("GET", "/api/v1/me/profile"),
+    ("PUT", "/api/v1/me/profile"),
     ("POST", "/api/v1/me/chats/bulk-delete"),
     ("POST", "/api/v1/me/agents/bulk-delete"),
     ("GET", f"/api/v1/me/bulk-deletions/{ROOM}"),
@@ -204,6 +206,27 @@ async def test_profile(human: AsyncRestClient) -> None:
     assert profile.data.role == "user"
 
 
+async def test_profile_update_renames_the_user_everywhere(
+    emu: Emulator, human: AsyncRestClient
+) -> None:
+    room = await create_room(human)
+    updated = await human.human_api_profile.update_my_profile(
+        user=UpdateMyProfileRequestUser(first_name=" Ada ", last_name="Lovelace")
+    )
+    assert (updated.data.first_name, updated.data.last_name) == ("Ada", "Lovelace")
+    again = await human.human_api_profile.get_my_profile()
+    assert (again.data.first_name, again.data.last_name) == ("Ada", "Lovelace")
+    people = await human.human_api_participants.list_my_chat_participants(room)
+    assert [p.name for p in people.data] == ["Ada Lovelace"]
+    cleared = await human.human_api_profile.update_my_profile(
+        user=UpdateMyProfileRequestUser(last_name="")
+    )
+    assert (cleared.data.first_name, cleared.data.last_name) == ("Ada", None)
+    async with raw_client(emu.rest_url) as client:
+        for bad in ({"user": {"first_name": "  "}}, {"user": {"last_name": 7}}, {"user": 1}):
+            assert_error(await client.put("/api/v1/me/profile", json=bad), 422, "validation_error")
+
+
 async def test_unknown_routes_404_and_logged_once(
     emu: Emulator, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -211,11 +234,11 @@ async def test_unknown_routes_404_and_logged_once(
     async with raw_client(emu.rest_url) as client:
         for _ in range(3):
             assert_error(await client.get("/api/v1/me/nothing-here"), 404, "not_found")
-        assert_error(await client.put("/api/v1/me/profile", json={}), 404, "not_found")
+        assert_error(await client.patch("/api/v1/me/profile", json={}), 404, "not_found")
     unhandled = [r.getMessage() for r in caplog.records if "UNHANDLED" in r.getMessage()]
     assert unhandled == [
         "UNHANDLED GET /api/v1/me/nothing-here",
-        "UNHANDLED PUT /api/v1/me/profile",
+        "UNHANDLED PATCH /api/v1/me/profile",
     ]
 
 
