@@ -13,5 +13,6 @@ BENCHES: dict[str, str] = {
     "image": "image",
     "image_multiarch": "image_multiarch",
     "emulator": "emulator",
+    "emulator_rooms": "emulator_rooms",
     "runtimes": "runtimes",
 }
