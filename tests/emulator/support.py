@@ -61,6 +61,22 @@ class Registered:
     name: str
 
 
+async def assert_refuses_wrong_keys(rest_url: str, method: str, path: str, other_kind: str) -> None:
+    """A route answers 401 without a key and with a bad one, 403 with the other kind's key."""
+    for key, status, code in (
+        (None, 401, "unauthorized"),
+        ("not-a-key", 401, "unauthorized"),
+        (other_kind, 403, "forbidden"),
+    ):
+        async with raw_client(rest_url, key) as client:
+            response = await client.request(method, path, json={})
+        assert response.status_code == status, response.text
+        error = response.json()["error"]
+        assert error["code"] == code
+        assert error["message"]
+        assert error["request_id"]
+
+
 async def register(human: AsyncRestClient, name: str = "Echo Bot") -> Registered:
     response = await human.human_api_agents.register_my_agent(
         agent=AgentRegisterRequest(name=name, description=f"{name} for tests")

@@ -16,6 +16,7 @@ from tests.emulator.support import (
     USER_KEY,
     Registered,
     add,
+    assert_refuses_wrong_keys,
     create_room,
     mention,
     raw_client,
@@ -59,13 +60,7 @@ def msg_path(room: str, message: str, action: str) -> str:
 async def test_every_agent_route_refuses_missing_invalid_and_user_keys(
     emu: Emulator, method: str, path: str
 ) -> None:
-    for key, status, code in (
-        (None, 401, "unauthorized"),
-        ("not-a-key", 401, "unauthorized"),
-        (USER_KEY, 403, "forbidden"),
-    ):
-        async with raw_client(emu.rest_url, key) as client:
-            assert_error(await client.request(method, path, json={}), status, code)
+    await assert_refuses_wrong_keys(emu.rest_url, method, path, USER_KEY)
 
 
 async def test_me_and_chats_paging(emu: Emulator, human: AsyncRestClient) -> None:

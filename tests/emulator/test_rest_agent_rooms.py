@@ -25,6 +25,7 @@ from tests.emulator.support import (
     AgentProcess,
     Registered,
     add,
+    assert_refuses_wrong_keys,
     create_room,
     eventually,
     human_client,
@@ -67,13 +68,7 @@ async def roster(emu: Emulator, agent: Registered, room: str) -> dict[str, str]:
 async def test_every_route_refuses_missing_invalid_and_user_keys(
     emu: Emulator, method: str, path: str
 ) -> None:
-    for key, status, code in (
-        (None, 401, "unauthorized"),
-        ("not-a-key", 401, "unauthorized"),
-        (USER_KEY, 403, "forbidden"),
-    ):
-        async with raw_client(emu.rest_url, key) as client:
-            assert_error(await client.request(method, path, json={}), status, code)
+    await assert_refuses_wrong_keys(emu.rest_url, method, path, USER_KEY)
 
 
 async def test_agent_creates_a_room_it_owns_and_is_told_about(

@@ -14,7 +14,7 @@ from band_rest.human_api_profile import UpdateMyProfileRequestUser
 from band_rest.types import ChatMessageRequestMentionsItem
 
 from bandkit.emulator import Emulator
-from tests.emulator.support import add, create_room, raw_client, register
+from tests.emulator.support import add, assert_refuses_wrong_keys, create_room, raw_client, register
 
 ROOM = "00000000-0000-0000-0000-000000000001"
 HUMAN_ROUTES = [
@@ -55,13 +55,7 @@ async def test_every_human_route_refuses_missing_invalid_and_agent_keys(
     emu: Emulator, human: AsyncRestClient, method: str, path: str
 ) -> None:
     agent = await register(human)
-    for key, status, code in (
-        (None, 401, "unauthorized"),
-        ("not-a-key", 401, "unauthorized"),
-        (agent.key, 403, "forbidden"),
-    ):
-        async with raw_client(emu.rest_url, key) as client:
-            assert_error(await client.request(method, path, json={}), status, code)
+    await assert_refuses_wrong_keys(emu.rest_url, method, path, agent.key)
 
 
 async def test_register_returns_key_once_and_agent_is_listed(
