@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from bandkit.lanes import LANES, Lane, lane
+from bandkit.privilege import as_root
 
 DOCKER_PACKAGES = ("docker.io",)
 DOCKERD_LOG = Path("/var/log/bandkit-dockerd.log")
@@ -42,11 +43,10 @@ def packages_for(lanes: Iterable[Lane], *, have_docker: bool = False) -> list[st
 
 
 def _privileged(argv: Sequence[str]) -> list[str]:
-    if os.geteuid() == 0:
-        return list(argv)
-    if shutil.which("sudo") is None:
+    command = as_root(argv)
+    if command is None:
         raise PrepareError(f"need root to run {argv[0]}; re-run as root or install sudo")
-    return ["sudo", "-n", *argv]
+    return command
 
 
 def _installed(pkg: str) -> bool:

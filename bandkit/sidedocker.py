@@ -32,6 +32,7 @@ from pathlib import Path
 from bandkit.image_bases import enable_emulation
 from bandkit.image_facts import host_arch
 from bandkit.image_run import ImageError
+from bandkit.privilege import as_root
 from bandkit.sidedocker_fetch import MARKER, PACKAGES, SUITE, SideDockerError, fetch_debs
 
 __all__ = ["PACKAGES", "SUITE", "Layout", "SideDockerError", "down", "env", "status", "up"]
@@ -130,11 +131,10 @@ def _run(argv: Sequence[str], what: str, timeout: float = 120) -> str:
 
 
 def _privileged(argv: Sequence[str]) -> list[str]:
-    if os.geteuid() == 0:
-        return list(argv)
-    if shutil.which("sudo") is None:
+    command = as_root(argv)
+    if command is None:
         raise SideDockerError(f"image.builder: {argv[0]} needs root; re-run as root")
-    return ["sudo", "-n", *argv]
+    return command
 
 
 def answers(where: Layout) -> bool:
