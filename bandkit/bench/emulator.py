@@ -195,10 +195,10 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def latency(platform: Platform, observer: Observer, workspace: Path, tmp: Path) -> list[str]:
-    agent_id, agent_key = await platform.agent("Latency Echo")
-    room = await platform.room("latency", [agent_id])
-    await observer.join(room)
+def start_echo_agent(
+    platform: Platform, workspace: Path, agent_id: str, agent_key: str, log_path: Path
+) -> subprocess.Popen[bytes]:
+    """The echo starter's `main.py` as agent `agent_id`, from its own locked venv."""
     env = {
         **os.environ,
         "BAND_AGENT_ID": agent_id,
@@ -207,13 +207,20 @@ async def latency(platform: Platform, observer: Observer, workspace: Path, tmp: 
         "BAND_WS_URL": platform.ws_url,
         "BAND_LOG_LEVEL": "WARNING",
     }
-    with (tmp / "latency-agent.log").open("ab") as log:
-        agent = subprocess.Popen(
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
             [str(workspace / ".venv/bin/python"), str(workspace / "main.py")],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+
+
+async def latency(platform: Platform, observer: Observer, workspace: Path, tmp: Path) -> list[str]:
+    agent_id, agent_key = await platform.agent("Latency Echo")
+    room = await platform.room("latency", [agent_id])
+    await observer.join(room)
+    agent = start_echo_agent(platform, workspace, agent_id, agent_key, tmp / "latency-agent.log")
     try:
         samples: list[float] = []
         cpu_start: tuple[float, float] = (0.0, 0.0)

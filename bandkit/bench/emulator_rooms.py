@@ -12,8 +12,6 @@ figures are for comparison across changes.
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
@@ -28,6 +26,7 @@ from bandkit.bench.emulator import (
     _observer,
     _pct,
     _sync_echo_workspace,
+    start_echo_agent,
 )
 
 ROUNDS, WARMUP = 30, 3
@@ -65,21 +64,7 @@ async def delegation(
 ) -> list[str]:
     echo_id, echo_key = await platform.agent("Echo Peer")
     _, planner_key = await platform.agent("Planner")
-    env = {
-        **os.environ,
-        "BAND_AGENT_ID": echo_id,
-        "BAND_API_KEY": echo_key,
-        "BAND_REST_URL": platform.rest_url,
-        "BAND_WS_URL": platform.ws_url,
-        "BAND_LOG_LEVEL": "WARNING",
-    }
-    with (tmp / "echo-peer.log").open("ab") as log:
-        agent = subprocess.Popen(
-            [str(workspace / ".venv/bin/python"), str(workspace / "main.py")],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    agent = start_echo_agent(platform, workspace, echo_id, echo_key, tmp / "echo-peer.log")
     headers = {"x-api-key": planner_key}
     try:
         async with httpx.AsyncClient(base_url=platform.rest_url, headers=headers) as planner:
