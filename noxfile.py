@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import nox
+
+from bandkit.dockercli import docker_answers
 
 # run_install (used by _sync) so `nox -R` skips reinstalls; uv backend since 2024.
 nox.needs_version = ">=2025.2.9"
@@ -54,19 +55,6 @@ def _git_files(session: nox.Session, pattern: str) -> list[str]:
     return sorted(set(str(out).split()))
 
 
-def _docker_answers() -> bool:
-    """True when `docker info` reaches a daemon (client alone is not enough)."""
-    if shutil.which("docker") is None:
-        return False
-    probe = subprocess.run(
-        ["docker", "info", "--format", "{{.ServerVersion}}"],
-        capture_output=True,
-        check=False,
-        timeout=30,
-    )
-    return probe.returncode == 0
-
-
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit and integration tests (no Docker, no live platform). Posargs go to pytest."""
@@ -76,7 +64,7 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def docker_tests(session: nox.Session) -> None:
     """Real containers from the kit image (needs dockerd; `invoke image.bases` first)."""
-    if not _docker_answers():
+    if not docker_answers():
         if os.environ.get("CI"):
             session.error(
                 "no Docker daemon answers: run `uv run invoke ci.prepare --lane docker_tests`"
@@ -117,7 +105,7 @@ def typecheck(session: nox.Session) -> None:
 def lanes(session: nox.Session) -> None:
     """Print the CI matrix as JSON; fail if a workflow gates on a lane we do not emit."""
     _sync(session)
-    session.run("python", "-m", "bandkit.lanes")
+    session.run("python", "-m", "bandkit.ci.lanes")
 
 
 @nox.session

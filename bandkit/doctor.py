@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bandkit.dockercli import server_version
+
 MIN_PYTHON = (3, 11)
 PROBE_TIMEOUT_S = 10.0
 
@@ -69,12 +71,11 @@ def _python() -> tuple[bool, str]:
 
 
 def _docker_daemon() -> tuple[bool, str]:
-    path = shutil.which("docker")
-    if path is None:
+    if shutil.which("docker") is None:
         return False, "no docker client"
-    code, line = _run([path, "info", "--format", "{{.ServerVersion}}"])
-    if code == 0 and line:
-        return True, f"server {line}"
+    version = server_version()
+    if version:
+        return True, f"server {version}"
     return False, "daemon not answering (start dockerd, or `sudo systemctl start docker`)"
 
 

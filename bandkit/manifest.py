@@ -20,8 +20,6 @@ planted canary).
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,12 +31,15 @@ from typing import Literal
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-MANIFEST_MODE = 0o600
-DIR_MODE = 0o700
+from bandkit.errors import BandkitError
+from bandkit.fsio import PRIVATE_DIR_MODE, PRIVATE_MODE, write_private
+
+MANIFEST_MODE = PRIVATE_MODE
+DIR_MODE = PRIVATE_DIR_MODE
 LOCK_TIMEOUT_S = 10.0
 
 
-class ManifestError(Exception):
+class ManifestError(BandkitError):
     """A manifest could not be read, written or locked; the message says what to do."""
 
 
@@ -80,27 +81,6 @@ class ManifestFile(BaseModel):
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def write_private(path: Path, text: str) -> None:
-    """Atomically replace `path` with `text`: 0600 temp file, fsync, rename, fsync dir."""
-    path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, MANIFEST_MODE)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class Manifest:

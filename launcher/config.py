@@ -112,6 +112,11 @@ def read_document(path: Path) -> ConfigDocument:
         ) from None
     except OSError as exc:
         raise LauncherError(Phase.CONFIG, f"cannot read {path}: {exc.strerror}") from None
+    return parse_document(raw, path)
+
+
+def parse_document(raw: bytes, path: Path) -> ConfigDocument:
+    """Parse band.yaml bytes read from `path` (safe loader); it must be a mapping."""
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

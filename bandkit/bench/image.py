@@ -19,10 +19,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bandkit import image_bases, image_build
 from bandkit.bench import image_probe as probe
-from bandkit.image_facts import SDK_PROJECT, host_arch
-from bandkit.image_run import docker, docker_answers
+from bandkit.dockercli import docker, docker_answers
+from bandkit.image import bases as image_bases
+from bandkit.image import build as image_build
+from bandkit.image.facts import SDK_PROJECT, host_arch
 
 TAG = "band-python-kit:bench"
 UPSTREAM_TAG = "band-python-kit:bench-upstream-like"

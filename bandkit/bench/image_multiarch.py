@@ -21,9 +21,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
-from bandkit import image_bases, image_build, image_buildx_bases, image_push, sidedocker
-from bandkit.image_registry import local_registry
-from bandkit.image_run import docker_answers
+from bandkit.dockercli import docker_answers
+from bandkit.image import bases as image_bases
+from bandkit.image import build as image_build
+from bandkit.image import builder as sidedocker
+from bandkit.image import buildx_bases as image_buildx_bases
+from bandkit.image import push as image_push
+from bandkit.image.registry import local_registry
 
 BOTH = ("linux/amd64", "linux/arm64")
 TAG = "band-python-kit:bench-multi"

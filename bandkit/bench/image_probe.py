@@ -19,8 +19,8 @@ import time
 import uuid
 from pathlib import Path
 
-from bandkit.image_facts import KIT_DIR
-from bandkit.image_run import docker, image_size
+from bandkit.dockercli import docker, image_size
+from bandkit.image.facts import KIT_DIR
 
 REPEATS = 5
 HOST_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")

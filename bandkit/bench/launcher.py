@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from bandkit.bench.launcher_sdk import SdkHome, build_sdk_home
+from bandkit.runtimes.sdk_home import SdkHome, build_sdk_home
 
 AGENT_UID = 1000
 REPETITIONS = int(os.environ.get("BENCH_LAUNCHER_REPS", "9"))

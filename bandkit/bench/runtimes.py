@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 from ruamel.yaml import YAML
 
-from bandkit import platformctl
+from bandkit.emulator import service as platformctl
 from bandkit.manifest import Kind, Manifest, teardown
 from bandkit.runtimes import boxnet, hostbox
 from bandkit.runtimes.base import SandboxSpec, Secret
@@ -165,7 +165,7 @@ def bench_proxy(root: Path, platform: _Platform, agent_key: str) -> list[str]:
 
 
 def bench_provision(root: Path, platform: _Platform) -> list[str]:
-    from bandkit.provision import ProvisionRequest, provision
+    from bandkit.kit.provision import ProvisionRequest, provision
 
     ws = root / "pws"
     shutil.copytree(STARTER, ws, ignore=shutil.ignore_patterns(".venv", "__pycache__"))

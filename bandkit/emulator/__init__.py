@@ -7,9 +7,8 @@ Flow of a request: `server.Emulator` (lifecycle: bind, uvicorn, signals, shutdow
 → `channels.Broker` (Phoenix V2 fan-out with join refs, live page feeds) and
 `persistence.Saver` (atomic state file). `ws_endpoint` handles the WebSocket upgrade;
 `pages` the live room pages; `tls` the local CA; `wire` renders every JSON shape;
-`cli` is `python -m bandkit.emulator`.
+`cli` is `python -m bandkit.emulator`; `service` runs it in the background for
+`invoke platform.*`.
+
+Importing this package loads nothing: import `bandkit.emulator.server` for `Emulator`.
 """
-
-from bandkit.emulator.server import Emulator, EmulatorConfig
-
-__all__ = ["Emulator", "EmulatorConfig"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from bandkit.errors import BandkitError
+
 
 class Phase(StrEnum):
     """Where an operator-facing failure happened."""
@@ -22,7 +24,7 @@ class Phase(StrEnum):
     PLATFORM = "platform"
 
 
-class EmulatorError(Exception):
+class EmulatorError(BandkitError):
     """An expected, operator-caused failure; renders as `[phase] message` (never a secret)."""
 
     def __init__(self, phase: Phase, message: str) -> None:

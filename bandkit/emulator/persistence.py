@@ -12,13 +12,13 @@ import asyncio
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from bandkit.emulator.errors import EmulatorError, Phase
 from bandkit.emulator.state import EmulatorState
+from bandkit.fsio import write_private
 
 log = logging.getLogger("bandkit.emulator.state")
 
@@ -40,22 +40,6 @@ def load(path: Path) -> EmulatorState | None:
             f"state file {path} is not a valid emulator state ({first}); "
             "move it away to start empty",
         ) from None
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` in one step (temp file in the same dir, fsync, rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def check_writable(path: Path) -> None:
@@ -94,7 +78,7 @@ class Saver:
                 return
             text = self._snapshot()
             try:
-                await asyncio.to_thread(write_atomic, self.path, text)
+                await asyncio.to_thread(write_private, self.path, text)
             except OSError as exc:
                 log.error("could not save state to %s: %s", self.path, exc.strerror)
 
@@ -105,4 +89,4 @@ class Saver:
             self._dirty.set()
             await self._task
             self._task = None
-        write_atomic(self.path, self._snapshot())
+        write_private(self.path, self._snapshot())

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from bandkit.errors import BandkitError
 from bandkit.manifest import Kind, Manifest, Remover
 
 PROXY_MANAGED_PLACEHOLDER = "proxy-managed"  # == launcher.constants.PROXY_MANAGED (tested)
@@ -34,7 +35,7 @@ class SandboxStatus(StrEnum):
     ABSENT = "absent"
 
 
-class SandboxError(Exception):
+class SandboxError(BandkitError):
     """A runtime operation failed; the message names the operation and is safe to log."""
 
 

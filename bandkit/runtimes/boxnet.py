@@ -20,13 +20,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
+from bandkit.errors import BandkitError
 from bandkit.runtimes import processes
 
 PROXY_START_TIMEOUT_S = 15.0
 INSECURE_ENV = "BAND_KIT_ALLOW_INSECURE_ENDPOINTS"  # == launcher.constants (tested)
 
 
-class ProxyError(Exception):
+class ProxyError(BandkitError):
     """The credential proxy did not start; the message says where its log is."""
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from bandkit.image.facts import SPEC
 from bandkit.manifest import Kind, Manifest, Remover
 from bandkit.runtimes import boxnet, hostbox
 from bandkit.runtimes.base import (
@@ -43,7 +44,7 @@ from bandkit.runtimes.base import (
 )
 from bandkit.runtimes.keychain import Keychain
 
-KIT_SPEC = Path(__file__).resolve().parents[2] / "docker" / "band_python_kit" / "spec.yaml"
+KIT_SPEC = SPEC
 DEFAULT_IMAGE = "band-python-kit:local"
 LABEL = "bandkit.sandbox"
 T_QUICK = 60.0

@@ -28,6 +28,7 @@ from pathlib import Path
 import yaml
 from filelock import FileLock
 
+from bandkit.errors import BandkitError
 from bandkit.runtimes import processes
 from bandkit.runtimes.boxnet import (
     Injection,
@@ -48,7 +49,7 @@ RUNTIME_DIRS = {
 }
 
 
-class BoxError(Exception):
+class BoxError(BandkitError):
     """A box could not be started or inspected; the message names the fix."""
 
 
@@ -83,7 +84,7 @@ def sdk_home_dir(root: Path) -> Path:
 
 def ensure_sdk_home(path: Path) -> dict[str, str]:
     """Build (once, under a lock) a world-readable SDK home like the image's /opt/band."""
-    from bandkit.bench.launcher_sdk import SdkHome, SdkHomeError, build_sdk_home
+    from bandkit.runtimes.sdk_home import SdkHome, SdkHomeError, build_sdk_home
 
     done = path / ".complete"
     if not done.exists():

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bandkit.manifest import DIR_MODE, write_private
+from bandkit.fsio import PRIVATE_DIR_MODE as DIR_MODE
+from bandkit.fsio import write_private
 from bandkit.runtimes.base import Secret
 
 

@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bandkit.manifest import Kind, Manifest, Remover, Resource, write_private
+from bandkit.fsio import write_private
+from bandkit.manifest import Kind, Manifest, Remover, Resource
 from bandkit.runtimes import boxnet, hostbox
 from bandkit.runtimes.base import (
     ExecResult,

@@ -4,10 +4,10 @@ local) and build the removers a manifest teardown needs for the runtimes it name
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from bandkit.dockercli import docker_answers
 from bandkit.manifest import Kind, Manifest, Remover, Resource
 from bandkit.runtimes.base import Runtime, RuntimeName, SandboxError
 from bandkit.runtimes.generic import generic_removers
@@ -15,22 +15,6 @@ from bandkit.runtimes.generic import generic_removers
 AUTO = "auto"
 CHOICES = (AUTO, *(name.value for name in RuntimeName))
 DOCKER_PROBE_TIMEOUT_S = 10.0
-
-
-def docker_answers(binary: str = "docker") -> bool:
-    if shutil.which(binary) is None:
-        return False
-    try:
-        result = subprocess.run(
-            [binary, "info", "--format", "{{.ServerVersion}}"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=DOCKER_PROBE_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired:
-        return False
-    return result.returncode == 0 and bool(result.stdout.strip())
 
 
 def resolve_name(

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bandkit import image_bases, image_build
-from bandkit.image_facts import host_arch
-from bandkit.image_run import docker_answers
+from bandkit.dockercli import docker_answers
+from bandkit.image import bases as image_bases
+from bandkit.image import build as image_build
+from bandkit.image.facts import host_arch
 
 HOST_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 TEST_TAG = "band-python-kit:dockertest"

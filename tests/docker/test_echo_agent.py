@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from bandkit.emulator import Emulator, EmulatorConfig
+from bandkit.emulator.server import Emulator, EmulatorConfig
 from launcher.constants import INSECURE_ENDPOINTS_ENV, PROXY_MANAGED
 from tests.emulator.support import (
     ECHO_SRC,

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from bandkit.image_bases import python_tag
-from bandkit.image_facts import host_arch, uv_version
+from bandkit.image.bases import python_tag
+from bandkit.image.facts import host_arch, uv_version
 from launcher.constants import AGENT_HOME, AGENT_UID, DEFAULT_SDK_HOME
 
 from .conftest import HOME_OVERRIDE, run

@@ -20,10 +20,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bandkit import image_bases, image_build, image_push, sidedocker
-from bandkit.image_push import MANIFEST_ACCEPT
-from bandkit.image_refs import parse_repository
-from bandkit.image_registry import local_registry
+from bandkit.image import bases as image_bases
+from bandkit.image import build as image_build
+from bandkit.image import builder as sidedocker
+from bandkit.image import push as image_push
+from bandkit.image.push import MANIFEST_ACCEPT
+from bandkit.image.refs import parse_repository
+from bandkit.image.registry import local_registry
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 BOTH = ("linux/amd64", "linux/arm64")

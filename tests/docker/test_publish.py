@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bandkit import image_push, kitspec
-from bandkit.image_facts import SPEC
-from bandkit.image_refs import parse_repository
-from bandkit.image_registry import local_registry
-from bandkit.image_run import ImageError, image_id
+from bandkit.dockercli import ImageError, image_id
+from bandkit.image import push as image_push
+from bandkit.image.facts import SPEC
+from bandkit.image.refs import parse_repository
+from bandkit.image.registry import local_registry
+from bandkit.kit import spec as kitspec
 
 pytestmark = pytest.mark.docker
 

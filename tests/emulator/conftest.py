@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 from band.client.rest import AsyncRestClient
 
-from bandkit.emulator import Emulator, EmulatorConfig
+from bandkit.emulator.server import Emulator, EmulatorConfig
 from tests.emulator.support import ECHO_SRC, USER_KEY, AgentProcess, Registered, human_client
 
 StartEmulator = Callable[..., Any]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from band.client.rest import AsyncRestClient
 
-from bandkit.emulator import Emulator
+from bandkit.emulator.server import Emulator
 from tests.emulator.support import add, create_room, mention, raw_client, register
 
 pytestmark = pytest.mark.browser

@@ -19,7 +19,7 @@ from band.client.streaming.errors import WebSocketUpgradeError
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from bandkit.emulator import Emulator
+from bandkit.emulator.server import Emulator
 from tests.emulator.support import (
     USER_KEY,
     Registered,

@@ -7,7 +7,7 @@ import time
 import pytest
 from band.client.rest import AsyncRestClient
 
-from bandkit.emulator import Emulator
+from bandkit.emulator.server import Emulator
 from tests.emulator.support import USER_KEY, add, create_room, mention, raw_client, register
 from tests.emulator.test_channels import peer
 from tests.emulator.test_rest_human import assert_error

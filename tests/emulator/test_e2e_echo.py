@@ -14,7 +14,7 @@ import pytest
 from band.client.rest import AsyncRestClient
 from websockets.asyncio.client import connect
 
-from bandkit.emulator import Emulator
+from bandkit.emulator.server import Emulator
 from tests.emulator.conftest import StartEmulator
 from tests.emulator.support import (
     USER_KEY,

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from band.client.rest import AsyncRestClient
 
-from bandkit.emulator import Emulator
+from bandkit.emulator.server import Emulator
 from tests.emulator.support import USER_KEY, add, create_room, mention, raw_client, register
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import stat
 from pathlib import Path
 
@@ -20,15 +19,6 @@ from tests.emulator.support import (
     raw_client,
     register,
 )
-
-
-def test_write_atomic_replaces_with_an_owner_only_file(tmp_path: Path) -> None:
-    target = tmp_path / "nested" / "state.json"
-    persistence.write_atomic(target, '{"a": 1}')
-    persistence.write_atomic(target, '{"a": 2}')
-    assert json.loads(target.read_text()) == {"a": 2}
-    assert stat.S_IMODE(target.stat().st_mode) == 0o600
-    assert [p.name for p in target.parent.iterdir()] == ["state.json"]  # no temp left
 
 
 def test_missing_state_file_means_a_fresh_start(tmp_path: Path) -> None:

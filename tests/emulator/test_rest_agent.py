@@ -11,7 +11,7 @@ from band.client.rest import AsyncRestClient
 from band_rest import ChatEventRequest, ChatMessageRequest
 from band_rest.types import ChatMessageRequestMentionsItem
 
-from bandkit.emulator import Emulator
+from bandkit.emulator.server import Emulator
 from tests.emulator.support import (
     USER_KEY,
     Registered,

@@ -13,7 +13,7 @@ from band.client.rest import AsyncRestClient
 from band.runtime.tools import AgentTools
 from band_rest.errors import NotFoundError
 
-from bandkit.emulator import Emulator
+from bandkit.emulator.server import Emulator
 from tests.emulator.support import USER_KEY, add, create_room, raw_client, register
 from tests.emulator.test_rest_human import ROOM, assert_error
 

@@ -18,7 +18,7 @@ from band_rest import ChatRoomRequest, ParticipantRequest, RenameAgentChatReques
 from band_rest.errors import ForbiddenError, NotFoundError
 from band_sdk_core import validate_event_payload
 
-from bandkit.emulator import Emulator
+from bandkit.emulator.server import Emulator
 from tests.emulator.conftest import StartEmulator
 from tests.emulator.support import (
     USER_KEY,

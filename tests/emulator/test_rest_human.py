@@ -13,7 +13,7 @@ from band_rest import ChatMessageRequest
 from band_rest.human_api_profile import UpdateMyProfileRequestUser
 from band_rest.types import ChatMessageRequestMentionsItem
 
-from bandkit.emulator import Emulator
+from bandkit.emulator.server import Emulator
 from tests.emulator.support import add, assert_refuses_wrong_keys, create_room, raw_client, register
 
 ROOM = "00000000-0000-0000-0000-000000000001"

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from bandkit import image_build, image_buildx, image_buildx_bases
-from bandkit.image_buildx import BuilderFacts, decide
-from bandkit.image_facts import DOCKERFILE, REPO_ROOT, host_arch
-from bandkit.image_run import ImageError
+from bandkit.dockercli import ImageError
+from bandkit.image import build as image_build
+from bandkit.image import buildx as image_buildx
+from bandkit.image import buildx_bases as image_buildx_bases
+from bandkit.image.buildx import BuilderFacts, decide
+from bandkit.image.facts import DOCKERFILE, REPO_ROOT, host_arch
 
 DATA = Path(__file__).parent / "data"
 BOTH = ("linux/amd64", "linux/arm64")

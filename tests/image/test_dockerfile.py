@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bandkit import image_build, image_facts
-from bandkit.image_bases import python_tag, uv_tag
-from bandkit.image_run import ImageError
+from bandkit.dockercli import ImageError
+from bandkit.image import build as image_build
+from bandkit.image import facts as image_facts
+from bandkit.image.bases import python_tag, uv_tag
 from launcher.constants import (
     AGENT_HOME,
     AGENT_UID,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from bandkit import image_bases, image_push
 from bandkit.bench import image as image_bench
-from bandkit.image_facts import host_arch, uv_version
-from bandkit.image_refs import parse_repository
-from bandkit.image_run import ImageError
+from bandkit.dockercli import ImageError
+from bandkit.image import bases as image_bases
+from bandkit.image import push as image_push
+from bandkit.image.facts import host_arch, uv_version
+from bandkit.image.refs import parse_repository
 
 
 @pytest.mark.parametrize(

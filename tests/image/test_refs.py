@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bandkit.image_refs import (
+from bandkit.image.refs import (
     RefError,
     digest_from_push_output,
     is_floating,

@@ -29,7 +29,7 @@ def harness() -> Iterator[Harness]:
     reason = can_drop_to_agent()
     if reason:
         pytest.skip(reason)
-    from bandkit.bench.launcher_sdk import build_sdk_home
+    from bandkit.runtimes.sdk_home import build_sdk_home
 
     root = Path(tempfile.mkdtemp(prefix="launcher-e2e-", dir="/tmp"))
     root.chmod(0o755)

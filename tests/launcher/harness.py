@@ -1,7 +1,7 @@
 """The uid-1000 end-to-end harness: an image-like SDK home and agent boxes.
 
 `python -m launcher` runs as uid 1000 through setpriv, from an SDK home built
-once per session in a world-readable temp dir (bandkit.bench.launcher_sdk),
+once per session in a world-readable temp dir (bandkit.runtimes.sdk_home),
 because /root and pytest's tmp dirs are 0700.
 """
 

@@ -209,7 +209,7 @@ def test_env_file_fills_gaps_and_the_environment_wins(agent_box: AgentBox) -> No
 
 def test_the_benchmark_clock_stops_at_the_agents_first_line(agent_box: AgentBox) -> None:
     from bandkit.bench.launcher import LAUNCHERS, Case, time_to_first_line
-    from bandkit.bench.launcher_sdk import SdkHome
+    from bandkit.runtimes.sdk_home import SdkHome
 
     harness = agent_box.harness
     sdk = SdkHome(root=harness.sdk_root, python=harness.python, uv=harness.uv)

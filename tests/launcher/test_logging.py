@@ -202,7 +202,7 @@ def test_root_level_follows_the_level_unless_set(
 def test_check_validates_the_settings_but_writes_no_log_file(
     box: Box, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from bandkit.bench.launcher_sdk import find_uv_binary
+    from bandkit.runtimes.sdk_home import find_uv_binary
 
     extra = box.root / "never" / "band.log"
     (box.ws / "uv.lock").write_text("version = 1\n")

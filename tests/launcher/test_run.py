@@ -43,7 +43,7 @@ def test_check_prints_one_screen_and_writes_nothing(
 ) -> None:
     (box.ws / "uv.lock").write_text("version = 1\n")
     box.write(box.config())
-    from bandkit.bench.launcher_sdk import find_uv_binary
+    from bandkit.runtimes.sdk_home import find_uv_binary
 
     _env(monkeypatch, box, OPENAI_API_KEY=CANARY, BAND_SDK_UV=str(find_uv_binary()))
     assert main(["--check"]) == 0

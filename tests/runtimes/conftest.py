@@ -23,9 +23,10 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
 @pytest.fixture(scope="session")
 def kit_image() -> str:
     """The kit image from this tree, built once per session from the local bases."""
-    from bandkit import image_bases, image_build
-    from bandkit.image_facts import host_arch
-    from bandkit.image_run import docker_answers
+    from bandkit.dockercli import docker_answers
+    from bandkit.image import bases as image_bases
+    from bandkit.image import build as image_build
+    from bandkit.image.facts import host_arch
 
     if not docker_answers():
         pytest.fail("no Docker daemon answers: `uv run invoke ci.prepare --lane docker_tests`")

@@ -181,7 +181,7 @@ def agent_sdk_env() -> Iterator[None]:
     if os.geteuid() != 0 or os.environ.get("BANDKIT_AGENT_SDK"):
         yield
         return
-    from bandkit.bench.launcher_sdk import build_sdk_home
+    from bandkit.runtimes.sdk_home import build_sdk_home
 
     root = scratch_dir("bandkit-agent-sdk-")
     build_sdk_home(root / "sdk", with_band_sdk=False)

@@ -1,0 +1,2 @@
+"""CI plumbing: the lane registry (`lanes`), what each lane installs (`prepare`), and
+running a command as root (`privilege`)."""

@@ -1,0 +1,102 @@
+"""Calling the docker CLI: argv lists, a timeout on every call, one error type."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+
+from bandkit.errors import BandkitError
+
+__all__ = [
+    "ImageError",
+    "docker",
+    "docker_answers",
+    "image_exists",
+    "image_id",
+    "image_size",
+    "require_docker",
+    "server_version",
+]
+
+
+PROBE_TIMEOUT_S = 30.0
+
+
+class ImageError(BandkitError):
+    """An expected failure of a docker call; the message names the step and the fix."""
+
+
+def server_version(
+    timeout_s: float = PROBE_TIMEOUT_S, *, env: Mapping[str, str] | None = None
+) -> str | None:
+    """The daemon's version from `docker info`, or None when no daemon answers.
+
+    The one daemon probe: a missing client, a hung daemon (timeout) and any error all
+    answer None, never raise. `env` (e.g. DOCKER_HOST) selects another daemon.
+    """
+    if shutil.which("docker") is None:
+        return None
+    try:
+        proc = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout_s,
+            env=None if env is None else {**os.environ, **env},
+        )
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    version = proc.stdout.strip()
+    return version if proc.returncode == 0 and version else None
+
+
+def docker_answers(
+    timeout_s: float = PROBE_TIMEOUT_S, *, env: Mapping[str, str] | None = None
+) -> bool:
+    """True when `docker info` reaches a daemon (the client alone is not enough)."""
+    return server_version(timeout_s, env=env) is not None
+
+
+def require_docker(step: str) -> None:
+    if not docker_answers():
+        raise ImageError(
+            f"{step}: no Docker daemon answers; start one "
+            "(`uv run invoke ci.prepare --lane docker_tests`)"
+        )
+
+
+def docker(
+    argv: Sequence[str],
+    timeout_s: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run `docker <argv>`; raise ImageError with the tail of stderr on failure."""
+    proc = subprocess.run(
+        ["docker", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout_s,
+        env={**os.environ, **(env or {})},
+    )
+    if check and proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
+        raise ImageError(f"`docker {argv[0]}` failed (exit {proc.returncode}):\n{tail}")
+    return proc
+
+
+def image_exists(ref: str) -> bool:
+    return docker(["image", "inspect", "--format", "{{.Id}}", ref], 30, check=False).returncode == 0
+
+
+def image_id(ref: str) -> str:
+    return docker(["image", "inspect", "--format", "{{.Id}}", ref], 30).stdout.strip()
+
+
+def image_size(ref: str) -> int:
+    return int(docker(["image", "inspect", "--format", "{{.Size}}", ref], 30).stdout.strip())

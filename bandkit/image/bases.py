@@ -1,0 +1,204 @@
+"""Local stand-ins for the official base images, for machines that cannot pull them.
+
+`ensure_bases(arches)` makes, per architecture and only when missing:
+
+1. `local/debian-python:<suite>[-<arch>]`: a debootstrapped Debian rootfs with Debian's
+   Python, git, ssh and the CA bundle (the image's runtime toolset), apt lists and .deb
+   archives left out and the official images' `docker-clean` apt config added, so no
+   later `apt-get` leaves caches in a layer.
+2. `local/uv:<version>[-<arch>]`: `FROM scratch` holding the static uv/uvx binaries from
+   PyPI's musllinux uv wheel, usable as `FROM ${UV_IMAGE} AS uv`.
+
+These are exactly what the Dockerfile's `PYTHON_BASE_IMAGE` / `UV_IMAGE` ARGs take on an
+offline build (`invoke image.build --base local`). amd64 is imported with `docker import`;
+a foreign arch (arm64 under qemu-user-static) is built `FROM scratch` + `ADD rootfs.tar`
+because `docker import --platform` is ignored. Idempotent: present images are reported
+and left alone.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bandkit.dockercli import ImageError, docker, image_exists
+from bandkit.image.facts import LOCAL_PYTHON_REPO, LOCAL_UV_REPO, SUITE, host_arch, uv_version
+
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+# Debian's Python plus the runtime toolset the Dockerfile would otherwise apt-get.
+BASE_PACKAGES = (
+    "python3",
+    "python3-venv",
+    "ca-certificates",
+    "git",
+    "openssh-client",
+    "openssl",
+)
+# Never ship these in the base (the official images do the same via docker-clean).
+EXCLUDES = ("./var/cache/apt/archives/*.deb", "./var/lib/apt/lists/*", "./var/cache/apt/*.bin")
+DOCKER_CLEAN = (
+    'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb '
+    '/var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };\n'
+    'APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb '
+    '/var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };\n'
+    'Dir::Cache::pkgcache ""; Dir::Cache::srcpkgcache "";\n'
+)
+DEBOOTSTRAP_TIMEOUT_S = 1200.0
+BINFMT = Path("/proc/sys/fs/binfmt_misc")
+UV_WHEEL_TAGS = {"amd64": "musllinux_1_1_x86_64", "arm64": "musllinux_1_1_aarch64"}
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Base:
+    """One local base image: what it stands in for and its local tag."""
+
+    kind: str  # "python" | "uv"
+    arch: str
+    tag: str
+
+
+def python_tag(arch: str, suite: str = SUITE) -> str:
+    suffix = "" if arch == host_arch() else f"-{arch}"
+    return f"{LOCAL_PYTHON_REPO}:{suite}{suffix}"
+
+
+def uv_tag(arch: str, version: str | None = None) -> str:
+    version = version or uv_version()
+    suffix = "" if arch == host_arch() else f"-{arch}"
+    return f"{LOCAL_UV_REPO}:{version}{suffix}"
+
+
+def planned(arches: tuple[str, ...]) -> Iterator[Base]:
+    for arch in arches:
+        yield Base("python", arch, python_tag(arch))
+        yield Base("uv", arch, uv_tag(arch))
+
+
+def ensure_bases(arches: tuple[str, ...], progress: Progress = print) -> list[str]:
+    """Make each missing local base; return one summary line per image."""
+    for arch in arches:
+        if arch not in UV_WHEEL_TAGS:
+            raise ImageError(f"unsupported arch {arch!r}; use amd64 or arm64")
+        if arch != host_arch():
+            enable_emulation(arch)
+    summary = []
+    for base in planned(arches):
+        if image_exists(base.tag):
+            summary.append(f"{base.tag}: present")
+            continue
+        foreign = base.kind == "python" and base.arch != host_arch()
+        slow = " (debootstrap under qemu: several minutes)" if foreign else ""
+        progress(f"image.bases: making {base.tag} ...{slow}")
+        if base.kind == "python":
+            _make_python(base, progress)
+        else:
+            _make_uv(base, progress)
+        summary.append(f"{base.tag}: made")
+    return summary
+
+
+def enable_emulation(arch: str) -> None:
+    """Register qemu for a foreign arch (binfmt_misc mounted, entry enabled) or explain."""
+    qemu = {"arm64": "aarch64", "amd64": "x86_64"}[arch]
+    entry = BINFMT / f"qemu-{qemu}"
+    hint = f"image.bases: {arch} needs qemu: apt-get install qemu-user-static binfmt-support"
+    if shutil.which("update-binfmts") is None:
+        raise ImageError(hint)
+    if not (BINFMT / "register").exists():
+        _checked(["mount", "-t", "binfmt_misc", "binfmt_misc", str(BINFMT)], "mount binfmt_misc")
+    if not entry.exists():
+        _checked(["update-binfmts", "--enable", f"qemu-{qemu}"], f"enable qemu-{qemu}")
+    if not entry.exists():
+        raise ImageError(hint)
+
+
+def _make_python(base: Base, progress: Progress) -> None:
+    if shutil.which("debootstrap") is None:
+        raise ImageError("debootstrap is missing: apt-get install debootstrap")
+    with tempfile.TemporaryDirectory(prefix="bandkit-rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        argv = [
+            "debootstrap",
+            "--variant=minbase",
+            f"--arch={base.arch}",
+            "--include=" + ",".join(BASE_PACKAGES),
+            SUITE,
+            str(rootfs),
+            DEBIAN_MIRROR,
+        ]
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, check=False, timeout=DEBOOTSTRAP_TIMEOUT_S
+        )
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
+            raise ImageError(f"debootstrap {base.arch} failed:\n{tail}")
+        progress(f"image.bases: debootstrapped {SUITE} {base.arch}")
+        (rootfs / "etc/apt/apt.conf.d/docker-clean").write_text(DOCKER_CLEAN, encoding="utf-8")
+        tarball = Path(tmp) / "rootfs.tar"
+        tar = ["tar", "-C", str(rootfs), *(f"--exclude={e}" for e in EXCLUDES)]
+        _checked([*tar, "-cf", str(tarball), "."], "tar rootfs")
+        if base.arch == host_arch():
+            docker(["import", "--change", 'CMD ["/bin/bash"]', str(tarball), base.tag], 300)
+        else:
+            (Path(tmp) / "Dockerfile").write_text(
+                'FROM scratch\nADD rootfs.tar /\nCMD ["/bin/bash"]\n', encoding="utf-8"
+            )
+            _build_scratch(Path(tmp), base, ["rootfs"])
+
+
+def _make_uv(base: Base, progress: Progress) -> None:
+    with tempfile.TemporaryDirectory(prefix="bandkit-uv-") as tmp:
+        wheel_dir = Path(tmp) / "wheel"
+        _checked(
+            [
+                "uv",
+                "tool",
+                "run",
+                "--from",
+                "pip",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                f"--platform={UV_WHEEL_TAGS[base.arch]}",
+                f"--dest={wheel_dir}",
+                f"uv=={uv_version()}",
+            ],
+            "download the uv wheel from PyPI",
+        )
+        wheels = sorted(wheel_dir.glob("uv-*.whl"))
+        if len(wheels) != 1:
+            raise ImageError(f"expected one uv wheel, found {len(wheels)}")
+        progress(f"image.bases: fetched {wheels[0].name}")
+        with zipfile.ZipFile(wheels[0]) as whl:
+            for name in ("uv", "uvx"):
+                member = next(m for m in whl.namelist() if m.endswith(f".data/scripts/{name}"))
+                target = Path(tmp) / name
+                target.write_bytes(whl.read(member))
+                target.chmod(0o755)
+        (Path(tmp) / "Dockerfile").write_text("FROM scratch\nCOPY uv uvx /\n", encoding="utf-8")
+        _build_scratch(Path(tmp), base, ["wheel"])
+
+
+def _build_scratch(context: Path, base: Base, skip: list[str]) -> None:
+    (context / ".dockerignore").write_text("\n".join(skip) + "\n", encoding="utf-8")
+    docker(
+        ["build", "--quiet", f"--platform=linux/{base.arch}", "--tag", base.tag, str(context)],
+        900,
+        env={"DOCKER_BUILDKIT": "0"},
+    )
+
+
+def _checked(argv: list[str], what: str) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
+        raise ImageError(f"{what} failed (exit {proc.returncode}):\n{tail}")

@@ -1,0 +1,57 @@
+"""Facts about the kit image, each stated once.
+
+The Dockerfile's single-line `ARG NAME=default` pins are the source of truth for the base
+images (a rebuild job rewrites them in place); everything here that depends on them is
+derived by reading the Dockerfile, never retyped.
+"""
+
+from __future__ import annotations
+
+import platform as _platform_mod
+import re
+from functools import cache
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+KIT_DIR = REPO_ROOT / "docker" / "band_python_kit"
+DOCKERFILE = KIT_DIR / "Dockerfile"
+SPEC = KIT_DIR / "spec.yaml"
+SDK_PROJECT = KIT_DIR / "sdk"
+BUILD_CA_DIR = KIT_DIR / "build-ca"
+
+IMAGE_NAME = "band-python-kit"
+LOCAL_TAG = f"{IMAGE_NAME}:local"
+SUITE = "bookworm"
+LOCAL_PYTHON_REPO = "local/debian-python"
+LOCAL_UV_REPO = "local/uv"
+
+_ARG = re.compile(r"^ARG (?P<name>[A-Z_]+)=(?P<value>\S*)$", re.MULTILINE)
+_UV_TAG = re.compile(r":(?P<version>\d+\.\d+\.\d+)@sha256:[0-9a-f]{64}$")
+
+
+@cache
+def dockerfile_args(path: Path = DOCKERFILE) -> dict[str, str]:
+    """`ARG NAME=value` defaults declared on single lines (global and per stage)."""
+    return {m["name"]: m["value"] for m in _ARG.finditer(path.read_text(encoding="utf-8"))}
+
+
+def official_python_base() -> str:
+    return dockerfile_args()["PYTHON_BASE_IMAGE"]
+
+
+def official_uv_image() -> str:
+    return dockerfile_args()["UV_IMAGE"]
+
+
+def uv_version() -> str:
+    """The pinned uv version, read from the UV_IMAGE tag."""
+    match = _UV_TAG.search(official_uv_image())
+    if match is None:
+        raise ValueError(f"UV_IMAGE in {DOCKERFILE} is not pinned as <repo>:X.Y.Z@sha256:<64 hex>")
+    return match["version"]
+
+
+def host_arch() -> str:
+    """Docker's name for this machine's architecture (amd64, arm64)."""
+    machine = _platform_mod.machine().lower()
+    return {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)

@@ -1,0 +1,207 @@
+"""What `invoke kit.provision` / `kit.unprovision` call: platform, key, runtime, manifest.
+
+Platform choice, written once: `--rest-url`, else `BAND_REST_URL`, else the local
+platform started by `invoke platform.up` (its URL and user key file), else production.
+User key: `BAND_API_KEY_USER`, else the local platform's key file when that platform is
+used, else an interactive prompt (never argv). Each run's manifest lives at
+`<run_dir>/provision/<name>/manifest.json`; `unprovision` removes exactly what it lists
+(sandbox, scoped secret, policy rules, rooms, the platform agent), then puts the
+starter placeholder back into band.yaml's agent.id once all of that is gone, and
+deletes the manifest when clean.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bandkit.emulator import service
+from bandkit.kit.band_yaml import BandYamlError, reset_agent_id
+from bandkit.kit.platform_api import delete_agent, find_agent_by_name
+from bandkit.kit.provision import ProvisionError, ProvisionRequest, ProvisionResult, provision
+from bandkit.kit.rooms import room_remover
+from bandkit.manifest import (
+    Kind,
+    Manifest,
+    ManifestError,
+    Remover,
+    Resource,
+    TeardownReport,
+    teardown,
+)
+from bandkit.runtimes.base import SandboxError
+from bandkit.runtimes.select import get_runtime, removers
+
+USER_KEY_ENV = "BAND_API_KEY_USER"
+REST_URL_ENV = "BAND_REST_URL"
+
+
+@dataclass(frozen=True)
+class PlatformChoice:
+    rest_url: str
+    user_key: str  # may be "" (then prompt)
+    local: bool
+
+
+def choose_platform(rest_url: str, run_dir: Path) -> PlatformChoice:
+    from launcher.constants import DEFAULT_REST_URL
+
+    env_key = os.environ.get(USER_KEY_ENV, "")
+    url = rest_url or os.environ.get(REST_URL_ENV, "")
+    if url:
+        return PlatformChoice(url, env_key, local=False)
+    try:
+        record = service.running(run_dir)
+    except service.PlatformError as exc:
+        raise ProvisionError(str(exc)) from None
+    if record is not None:
+        key = env_key or service.read_user_key(record)
+        return PlatformChoice(record.rest_url, key, local=True)
+    return PlatformChoice(DEFAULT_REST_URL, env_key, local=False)
+
+
+def user_key(choice: PlatformChoice, prompt: Callable[[str], str] = getpass.getpass) -> str:
+    if choice.user_key:
+        return choice.user_key
+    if not sys.stdin.isatty():
+        raise ProvisionError(
+            f"no user key: set {USER_KEY_ENV} (a register_only-scoped key is recommended); "
+            "keys are never taken from the command line"
+        )
+    return prompt(f"Band user API key for {choice.rest_url}: ").strip()
+
+
+def manifest_path(run_dir: Path, name: str) -> Path:
+    return run_dir / "provision" / name / "manifest.json"
+
+
+def run(
+    request: ProvisionRequest,
+    *,
+    runtime: str,
+    run_dir: Path,
+    api_key: str,
+    log: Callable[[str], None],
+) -> ProvisionResult:
+    try:
+        with Manifest.open(manifest_path(run_dir, request.name), secrets=[api_key]) as manifest:
+            rt = get_runtime(runtime, run_dir=run_dir / "runtimes", manifest=manifest)
+            result = provision(request, api_key=api_key, runtime=rt, manifest=manifest, log=log)
+            for warning in rt.warnings:
+                log(f"WARNING: {warning}")
+            return result
+    except (ManifestError, SandboxError) as exc:
+        raise ProvisionError(str(exc)) from None
+
+
+def agent_remover(api_key: str) -> Callable[[Resource], None]:
+    def remove(resource: Resource) -> None:
+        url, name = resource.details["url"], resource.details["name"]
+        agent_id = resource.details.get("id") or asyncio.run(
+            find_agent_by_name(api_key=api_key, rest_url=url, name=name)
+        )
+        if agent_id:
+            asyncio.run(delete_agent(api_key=api_key, rest_url=url, agent_id=agent_id))
+
+    return remove
+
+
+def agent_id_remover(manifest: Manifest) -> Callable[[Resource], None]:
+    """Reset the agent.id provisioning wrote, once everything recorded after it is gone.
+
+    The entry sits before the agent's, so in a reverse teardown it comes after the
+    sandbox, the stored key and the agent itself. Any of those still listed means
+    that removal failed in this pass: then the id stays (the agent or its key may
+    still exist) and the failure says so; a re-run resets it once they are gone.
+    """
+
+    def remove(resource: Resource) -> None:
+        entries = list(manifest.resources)
+        later = entries[entries.index(resource) + 1 :] if resource in entries else []
+        recorded = resource.details.get("id", "")
+        if later:
+            refs = ", ".join(r.ref for r in later)
+            raise ProvisionError(
+                f"kept agent.id {recorded or '(none written)'} in {resource.key}: not "
+                f"removed yet: {refs}; fix that and re-run kit.unprovision"
+            )
+        if recorded:
+            reset_agent_id(Path(resource.key), recorded)
+
+    return remove
+
+
+def platform_removers(api_key: str, manifest: Manifest) -> dict[Kind, Remover]:
+    """Removers for what lives on the platform or in band.yaml (agents, rooms, agent.id)."""
+    return {
+        Kind.AGENT: agent_remover(api_key),
+        Kind.ROOM: room_remover(api_key),
+        Kind.AGENT_ID: agent_id_remover(manifest),
+    }
+
+
+def unprovision(name: str, *, run_dir: Path, api_key: str) -> TeardownReport:
+    """Remove what the provisioning runs for `name` recorded, with the runtimes they used."""
+    path = manifest_path(run_dir, name)
+    if not path.exists():
+        raise ProvisionError(f"no provisioning manifest for {name!r} at {path}; nothing to remove")
+    try:
+        with Manifest.open(path, secrets=[api_key]) as manifest:
+            used = {r.details["runtime"] for r in manifest.resources if "runtime" in r.details}
+            runtimes = [
+                get_runtime(n, run_dir=run_dir / "runtimes", manifest=manifest)
+                for n in sorted(used)
+            ]
+            table = {**removers(runtimes), **platform_removers(api_key, manifest)}
+            return teardown(manifest, table, redact=[api_key])
+    except (ManifestError, SandboxError, BandYamlError) as exc:
+        raise ProvisionError(str(exc)) from None
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def main(
+    *,
+    name: str,
+    description: str,
+    workspace: Path,
+    agent_name: str,
+    host: str,
+    rest_url: str,
+    create: bool,
+    kit: str | None,
+    runtime: str,
+    timeout: float,
+    run_dir: Path,
+) -> str:
+    """The `kit.provision` task: returns the agent id (the task prints only that)."""
+    choice = choose_platform(rest_url, run_dir)
+    if choice.local:
+        _stderr(f"provision: using the local platform at {choice.rest_url}")
+    request = ProvisionRequest(
+        name=name,
+        description=description,
+        workspace=workspace,
+        rest_url=choice.rest_url,
+        agent_name=agent_name,
+        host=host,
+        create=create,
+        kit=kit,
+        timeout_s=timeout,
+    )
+    key = user_key(choice)
+    result = run(request, runtime=runtime, run_dir=run_dir, api_key=key, log=_stderr)
+    return result.agent_id
+
+
+def main_unprovision(*, name: str, rest_url: str, run_dir: Path) -> tuple[list[str], bool]:
+    choice = choose_platform(rest_url, run_dir)
+    report = unprovision(name, run_dir=run_dir, api_key=user_key(choice))
+    return report.lines(), report.clean

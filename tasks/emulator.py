@@ -1,0 +1,60 @@
+"""`platform.*`: the local Band platform, the emulator (bandkit/emulator/)."""
+
+from __future__ import annotations
+
+from invoke.context import Context
+from invoke.tasks import task
+
+from tasks._common import RUN_DIR_HELP, reports, resolve_run_dir
+
+
+@task(
+    name="up",
+    help={
+        "port": "port to listen on; 0 picks a free one (default 0)",
+        "host": "address to bind; 0.0.0.0 lets containers reach it (default 127.0.0.1)",
+        "tls": "serve https/wss with a generated local CA",
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("platform.up")
+def platform_up(
+    c: Context, port: int = 0, host: str = "127.0.0.1", tls: bool = False, run_dir: str = ""
+) -> None:
+    """Start the local Band platform (emulator) in the background and wait until healthy."""
+    from bandkit.emulator import service
+
+    record, started = service.up(resolve_run_dir(c, run_dir), port=port, host=host, tls=tls)
+    print(f"platform.up: {'started' if started else 'already running'} (pid {record.pid})")
+    print(f"BAND_REST_URL={record.rest_url}\nBAND_WS_URL={record.ws_url}")
+    print(f"user key file: {record.user_key_file}")
+
+
+@task(name="down", help={"run_dir": RUN_DIR_HELP})
+@reports("platform.down")
+def platform_down(c: Context, run_dir: str = "") -> None:
+    """Stop the background platform started by platform.up; its state file is kept."""
+    from bandkit.emulator import service
+
+    print(f"platform.down: {service.down(resolve_run_dir(c, run_dir))}")
+
+
+@task(name="status", help={"run_dir": RUN_DIR_HELP})
+@reports("platform.status")
+def platform_status(c: Context, run_dir: str = "") -> None:
+    """Say whether the platform runs, where, and what it holds (no keys shown)."""
+    from bandkit.emulator import service
+
+    print("\n".join(service.status(resolve_run_dir(c, run_dir))))
+
+
+@task(
+    name="logs",
+    help={"lines": "how many of the last lines to show (default 50)", "run_dir": RUN_DIR_HELP},
+)
+@reports("platform.logs")
+def platform_logs(c: Context, lines: int = 50, run_dir: str = "") -> None:
+    """Show the end of the background platform's log."""
+    from bandkit.emulator import service
+
+    print(service.logs(resolve_run_dir(c, run_dir), lines=lines))

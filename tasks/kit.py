@@ -1,0 +1,131 @@
+"""`kit.*`: the kit spec and provisioning (bandkit/kit/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke.context import Context
+from invoke.exceptions import Exit
+from invoke.tasks import task
+
+from bandkit.errors import BandkitError
+from bandkit.image.facts import SPEC
+from tasks._common import RUN_DIR_HELP, need, reports, resolve_run_dir
+
+
+@task(
+    help={
+        "image_ref": "registry reference without digest, e.g. 127.0.0.1:5000/band-python-kit:1.0.0",
+        "digest": "sha256:<64 hex> as printed by `invoke image.push`",
+        "spec": "spec to read (default docker/band_python_kit/spec.yaml; never modified)",
+        "output": "write the stamped copy here (default: stdout)",
+    }
+)
+@reports("kit.stamp")
+def stamp(
+    c: Context, image_ref: str = "", digest: str = "", spec: str = "", output: str = ""
+) -> None:
+    """Write a copy of spec.yaml whose only change is `image: REF@sha256:...`."""
+    from bandkit.kit import spec as kit_spec
+
+    need(image_ref, "--image-ref", "127.0.0.1:5000/band-python-kit:1.0.0")
+    need(digest, "--digest", "sha256:<64 hex>")
+    target = Path(output) if output else None
+    stamped = kit_spec.stamp_file(Path(spec) if spec else SPEC, image_ref, digest, target)
+    if target is None:
+        print(stamped, end="")
+    else:
+        print(f"kit.stamp: wrote {output}")
+
+
+@task(help={"spec": "spec to validate (default docker/band_python_kit/spec.yaml)"})
+@reports("kit.validate")
+def validate(c: Context, spec: str = "") -> None:
+    """`sbx kit validate` when sbx is installed, else our schema checks: PASS or INVALID."""
+    from bandkit.kit import spec as kit_spec
+
+    path = Path(spec) if spec else SPEC
+    verdict = kit_spec.validate_file(path)
+    print(verdict.render(path))
+    if not verdict.ok:
+        raise Exit(code=1)
+
+
+@task(
+    name="provision",
+    auto_shortflags=False,
+    help={
+        "name": "sandbox name; also scopes the stored key and the idempotency checks",
+        "description": "agent description shown on the platform (10-500 characters)",
+        "workspace": "workspace directory holding band.yaml (agent.id is written there)",
+        "agent_name": "agent display name on the platform (default: --name)",
+        "host": "host pattern the key is injected for (default **.band.ai, or the REST host)",
+        "rest_url": "platform REST URL (default BAND_REST_URL, else the local platform, else prod)",
+        "create": "create the sandbox after registering (default); --no-create skips it",
+        "kit": "kit directory or reference for `sbx create` (required for sbx)",
+        "runtime": "auto (sbx, else docker, else local), sbx, docker or local",
+        "timeout": "seconds to wait for the registration answer (default 120)",
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("kit.provision")
+def kit_provision(
+    c: Context,
+    name: str = "",
+    description: str = "",
+    workspace: str = "",
+    agent_name: str = "",
+    host: str = "",
+    rest_url: str = "",
+    create: bool = True,
+    kit: str = "",
+    runtime: str = "auto",
+    timeout: int = 120,
+    run_dir: str = "",
+) -> None:
+    """Register an agent, write its id into band.yaml, store its key, create the sandbox.
+
+    The user key comes from BAND_API_KEY_USER or a prompt (never argv); the agent key is
+    stored as a sandbox-scoped proxy-managed secret. stdout is the agent id only; progress
+    goes to stderr. Safe to re-run.
+    """
+    from bandkit.kit import commands
+
+    agent_id = commands.main(
+        name=need(name, "--name", "my-agent"),
+        description=need(description, "--description", '"what my agent does"'),
+        workspace=Path(need(workspace, "--workspace", "./my-agent")).absolute(),
+        agent_name=agent_name,
+        host=host,
+        rest_url=rest_url,
+        create=create,
+        kit=kit or None,
+        runtime=runtime,
+        timeout=timeout,
+        run_dir=resolve_run_dir(c, run_dir),
+    )
+    print(agent_id)
+
+
+@task(
+    name="unprovision",
+    auto_shortflags=False,
+    help={
+        "name": "the --name given to kit.provision",
+        "rest_url": "platform REST URL (same default rule as kit.provision)",
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("kit.unprovision")
+def kit_unprovision(c: Context, name: str = "", rest_url: str = "", run_dir: str = "") -> None:
+    """Remove what kit.provision recorded for NAME (sandbox, key, agent, rooms); reset agent.id."""
+    from bandkit.kit import commands
+
+    lines, clean = commands.main_unprovision(
+        name=need(name, "--name", "my-agent"),
+        rest_url=rest_url,
+        run_dir=resolve_run_dir(c, run_dir),
+    )
+    print("\n".join(lines))
+    if not clean:
+        raise BandkitError("some resources remain (listed above); fix what each says and re-run")

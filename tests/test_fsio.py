@@ -1,0 +1,77 @@
+"""The one host-side write/read helper: atomic, private, never through a planted link."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from bandkit.fsio import UnsafePathError, read_regular, write_atomic, write_private
+
+
+def test_write_private_replaces_with_an_owner_only_file(tmp_path: Path) -> None:
+    target = tmp_path / "nested" / "state.json"
+    write_private(target, '{"a": 1}')
+    write_private(target, '{"a": 2}')
+    assert json.loads(target.read_text()) == {"a": 2}
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert stat.S_IMODE(target.parent.stat().st_mode) == 0o700
+    assert [p.name for p in target.parent.iterdir()] == ["state.json"]  # no temp left
+
+
+def test_a_symlink_at_the_target_is_replaced_not_written_through(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    victim.chmod(0o644)
+    target = tmp_path / "band.yaml"
+    target.symlink_to(victim)
+    write_atomic(target, "new", mode=0o640)
+    assert victim.read_text() == "precious"
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o644
+    assert not target.is_symlink()
+    assert target.read_text() == "new"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+
+
+def test_a_hard_link_at_the_target_is_replaced_not_written_through(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    target = tmp_path / "band.yaml"
+    os.link(victim, target)
+    write_private(target, "new")
+    assert victim.read_text() == "precious"
+    assert target.read_text() == "new"
+
+
+def test_read_regular_returns_content_and_mode(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"abc")
+    path.chmod(0o640)
+    assert read_regular(path) == (b"abc", 0o640)
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink", "directory", "fifo"])
+def test_read_regular_refuses_links_and_special_files(tmp_path: Path, kind: str) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("secret")
+    path = tmp_path / "band.yaml"
+    if kind == "symlink":
+        path.symlink_to(victim)
+    elif kind == "hardlink":
+        os.link(victim, path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        os.mkfifo(path)
+    with pytest.raises(UnsafePathError) as caught:
+        read_regular(path, what="band.yaml")
+    assert str(path) in str(caught.value)
+    assert "secret" not in str(caught.value)
+
+
+def test_read_regular_of_a_missing_file_is_file_not_found(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        read_regular(tmp_path / "absent")
