@@ -63,7 +63,7 @@ def test_an_unreadable_platform_record_is_a_clear_error(
 ) -> None:
     monkeypatch.delenv("BAND_REST_URL", raising=False)
     (tmp_path / service.RUN_FILE).write_text("{not json")
-    with pytest.raises(ProvisionError, match="unreadable .*remove it and retry"):
+    with pytest.raises(ProvisionError, match=r"unreadable .*remove it and retry"):
         provision_run.choose_platform("", tmp_path)
 
 
