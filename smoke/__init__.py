@@ -1,0 +1,20 @@
+"""The sandbox smoke: a headless agent in a real sandbox, proven to survive disruptions.
+
+The flow, one run at a time (state in `.sandbox-smoke/`, see `smoke.state`):
+
+1. start or resume a run (`StateStore.begin`: a finished or 12-hour-stale run is archived
+   and a fresh one starts, carrying over ids not reaped yet);
+2. provision a fresh agent and room for the run (probe label `provision`);
+3. probe the round trip: a marker message reaches the agent over WebSocket and its reply
+   comes back over REST (`initial`);
+4. cut and restore the host's network, probe again (`after-wifi-reconnect`);
+5. sleep and wake the host, probe again (`after-sleep-wake`);
+6. restart the sandbox daemon, re-provision if needed, probe again (`after-daemon-restart`);
+7. reap the agent and room (`cleanup`) and mark the run completed;
+8. render the evidence report (`smoke.report`): a verdict derived from the latest probe
+   per requirement, the scorecard, the operator's observations, the timeline and the
+   follow-up.
+
+Each phase has exactly one operator message (`smoke.state.OPERATOR_MESSAGES`). The state
+holds ids, versions, markers and notes, never a credential.
+"""

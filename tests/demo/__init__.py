@@ -1,0 +1,1 @@
+"""Tests for the demo's pure parts: breaker, projection and settings."""

@@ -1,0 +1,1 @@
+"""Tests for the sandbox smoke's state, rotation, verdict and evidence report (offline)."""
