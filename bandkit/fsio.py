@@ -29,10 +29,12 @@ class UnsafePathError(BandkitError):
 def write_atomic(path: Path, data: str | bytes, *, mode: int = PRIVATE_MODE) -> None:
     """Replace `path` with `data` in one step; `path` itself is never opened.
 
-    The parent directory must exist (or is made 0700). A symlink or hard link at `path` is
-    replaced, not written through. Mode is set on the descriptor before any byte is written.
+    Missing parent directories are made with the default mode (callers that need a private
+    directory make it themselves: a shared run directory must stay traversable for the
+    sandbox uid). A symlink or hard link at `path` is replaced, not written through. The
+    mode is set on the descriptor before any byte is written.
     """
-    path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, mode)

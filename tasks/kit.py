@@ -65,6 +65,7 @@ def validate(c: Context, spec: str = "") -> None:
         "kit": "kit directory or reference for `sbx create` (required for sbx)",
         "runtime": "auto (sbx, else docker, else local), sbx, docker or local",
         "timeout": "seconds to wait for the registration answer (default 120)",
+        "wait": "seconds to wait for the agent to connect after create (default 60; 0: don't)",
         "run_dir": RUN_DIR_HELP,
     },
 )
@@ -81,13 +82,16 @@ def kit_provision(
     kit: str = "",
     runtime: str = "auto",
     timeout: int = 120,
+    wait: int = 60,
     run_dir: str = "",
 ) -> None:
     """Register an agent, write its id into band.yaml, store its key, create the sandbox.
 
     The user key comes from BAND_API_KEY_USER or a prompt (never argv); the agent key is
-    stored as a sandbox-scoped proxy-managed secret. stdout is the agent id only; progress
-    goes to stderr. Safe to re-run.
+    stored as a sandbox-scoped proxy-managed secret. Then it waits until the agent is
+    connected to the platform (its home room `kit: NAME` lists it online); otherwise exit 1
+    with the tail of the sandbox's logs. stdout is the agent id only; progress goes to
+    stderr. Safe to re-run.
     """
     from bandkit.kit import commands
 
@@ -103,6 +107,7 @@ def kit_provision(
         runtime=runtime,
         timeout=timeout,
         run_dir=resolve_run_dir(c, run_dir),
+        wait=wait,
     )
     print(agent_id)
 
@@ -129,3 +134,30 @@ def kit_unprovision(c: Context, name: str = "", rest_url: str = "", run_dir: str
     print("\n".join(lines))
     if not clean:
         raise BandkitError("some resources remain (listed above); fix what each says and re-run")
+
+
+@task(
+    name="ping",
+    auto_shortflags=False,
+    help={
+        "name": "the --name given to kit.provision",
+        "rest_url": "platform REST URL (same default rule as kit.provision)",
+        "timeout": "seconds to wait for the reply (default 30)",
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("kit.ping")
+def kit_ping(
+    c: Context, name: str = "", rest_url: str = "", timeout: int = 30, run_dir: str = ""
+) -> None:
+    """Mention the agent in its home room with a marker; print its reply and the round trip."""
+    from bandkit.kit import commands
+
+    pong = commands.main_ping(
+        name=need(name, "--name", "my-agent"),
+        rest_url=rest_url,
+        run_dir=resolve_run_dir(c, run_dir),
+        timeout=timeout,
+    )
+    print(pong.reply)
+    print(f"kit.ping: answered in {pong.seconds * 1000:.0f} ms")

@@ -16,11 +16,13 @@ import asyncio
 import getpass
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from bandkit.emulator import service
+from bandkit.kit import agent_check
 from bandkit.kit.band_yaml import BandYamlError, reset_agent_id
 from bandkit.kit.platform_api import delete_agent, find_agent_by_name
 from bandkit.kit.provision import ProvisionError, ProvisionRequest, ProvisionResult, provision
@@ -34,11 +36,14 @@ from bandkit.manifest import (
     TeardownReport,
     teardown,
 )
-from bandkit.runtimes.base import SandboxError
+from bandkit.runtimes.base import Runtime, SandboxError, SandboxStatus
 from bandkit.runtimes.select import get_runtime, removers
 
 USER_KEY_ENV = "BAND_API_KEY_USER"
 REST_URL_ENV = "BAND_REST_URL"
+WS_URL_ENV = "BAND_WS_URL"
+WS_PATH = "/api/v1/socket/websocket"
+LOG_TAIL_LINES = 15
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,20 @@ class PlatformChoice:
     rest_url: str
     user_key: str  # may be "" (then prompt)
     local: bool
+    ws_url: str = ""  # "" = derived from rest_url (ws_url_for)
+
+    @property
+    def websocket(self) -> str:
+        return self.ws_url or ws_url_for(self.rest_url)
+
+
+def ws_url_for(rest_url: str) -> str:
+    """The platform's WebSocket URL: BAND_WS_URL, else the REST origin's socket path."""
+    if os.environ.get(WS_URL_ENV):
+        return os.environ[WS_URL_ENV]
+    parts = urlsplit(rest_url)
+    scheme = "wss" if parts.scheme == "https" else "ws"
+    return urlunsplit((scheme, parts.netloc, WS_PATH, "", ""))
 
 
 def choose_platform(rest_url: str, run_dir: Path) -> PlatformChoice:
@@ -61,7 +80,7 @@ def choose_platform(rest_url: str, run_dir: Path) -> PlatformChoice:
         raise ProvisionError(str(exc)) from None
     if record is not None:
         key = env_key or service.read_user_key(record)
-        return PlatformChoice(record.rest_url, key, local=True)
+        return PlatformChoice(record.rest_url, key, local=True, ws_url=record.ws_url)
     return PlatformChoice(DEFAULT_REST_URL, env_key, local=False)
 
 
@@ -87,16 +106,76 @@ def run(
     run_dir: Path,
     api_key: str,
     log: Callable[[str], None],
+    wait_s: float = agent_check.CONNECT_TIMEOUT_S,
 ) -> ProvisionResult:
+    """Provision, then (unless `--no-create` or `wait_s` is 0) prove the agent connected.
+
+    A failed wait raises with the tail of the sandbox's logs and keeps everything
+    recorded, so `kit.unprovision` cleans up.
+    """
     try:
         with Manifest.open(manifest_path(run_dir, request.name), secrets=[api_key]) as manifest:
             rt = get_runtime(runtime, run_dir=run_dir / "runtimes", manifest=manifest)
             result = provision(request, api_key=api_key, runtime=rt, manifest=manifest, log=log)
             for warning in rt.warnings:
                 log(f"WARNING: {warning}")
+            if request.create and wait_s > 0:
+                _prove_connected(request, result, rt, manifest, api_key, wait_s, log)
             return result
     except (ManifestError, SandboxError) as exc:
         raise ProvisionError(str(exc)) from None
+
+
+def _prove_connected(
+    request: ProvisionRequest,
+    result: ProvisionResult,
+    rt: Runtime,
+    manifest: Manifest,
+    api_key: str,
+    wait_s: float,
+    log: Callable[[str], None],
+) -> None:
+    room = agent_check.home_room(
+        manifest,
+        api_key=api_key,
+        rest_url=request.rest_url,
+        name=request.name,
+        agent_id=result.agent_id,
+    )
+    log(f"provision: waiting up to {wait_s:.0f}s for agent {result.agent_id} to connect")
+    try:
+        seconds = agent_check.wait_online(
+            api_key=api_key,
+            rest_url=request.rest_url,
+            room_id=room,
+            agent_id=result.agent_id,
+            timeout_s=wait_s,
+            progress=lambda line: log(f"provision: {line}"),
+            alive=lambda: rt.status(request.name) is SandboxStatus.RUNNING,
+        )
+    except agent_check.AgentCheckError as exc:
+        raise ProvisionError(
+            f"{exc}; everything made so far is recorded (`uv run invoke kit.unprovision "
+            f"--name {request.name}` removes it).\n{log_tail(rt, request.name, [api_key])}"
+        ) from None
+    log(f"provision: agent {result.agent_id} connected in {seconds:.1f}s")
+
+
+def log_tail(rt: Runtime, name: str, redact: Sequence[str]) -> str:
+    """The last lines of a sandbox's startup and launcher logs, secrets replaced by ***."""
+    try:
+        logs = rt.logs(name)
+    except SandboxError as exc:
+        return f"(no logs: {exc})"
+    parts = []
+    for label, text in (("startup.log", logs.startup), ("launcher.log", logs.launcher)):
+        lines = text.strip().splitlines()[-LOG_TAIL_LINES:] or ["(empty)"]
+        parts.append(f"--- {label} (last {len(lines)} lines)\n" + "\n".join(lines))
+    out = "\n".join(parts)
+    for value in redact:
+        if value:
+            out = out.replace(value, "***")
+    return out
 
 
 def agent_remover(api_key: str) -> Callable[[Resource], None]:
@@ -180,6 +259,7 @@ def main(
     runtime: str,
     timeout: float,
     run_dir: Path,
+    wait: float = agent_check.CONNECT_TIMEOUT_S,
 ) -> str:
     """The `kit.provision` task: returns the agent id (the task prints only that)."""
     choice = choose_platform(rest_url, run_dir)
@@ -190,6 +270,7 @@ def main(
         description=description,
         workspace=workspace,
         rest_url=choice.rest_url,
+        ws_url=choice.websocket,
         agent_name=agent_name,
         host=host,
         create=create,
@@ -197,7 +278,9 @@ def main(
         timeout_s=timeout,
     )
     key = user_key(choice)
-    result = run(request, runtime=runtime, run_dir=run_dir, api_key=key, log=_stderr)
+    result = run(
+        request, runtime=runtime, run_dir=run_dir, api_key=key, log=_stderr, wait_s=wait
+    )
     return result.agent_id
 
 
@@ -205,3 +288,53 @@ def main_unprovision(*, name: str, rest_url: str, run_dir: Path) -> tuple[list[s
     choice = choose_platform(rest_url, run_dir)
     report = unprovision(name, run_dir=run_dir, api_key=user_key(choice))
     return report.lines(), report.clean
+
+
+def main_ping(
+    *, name: str, rest_url: str, run_dir: Path, timeout: float
+) -> agent_check.Pong:
+    """The `kit.ping` task: mention the agent provisioned as `name` in its home room."""
+    choice = choose_platform(rest_url, run_dir)
+    key = user_key(choice)
+    path = manifest_path(run_dir, name)
+    if not path.exists():
+        raise ProvisionError(
+            f"nothing provisioned as {name!r} in {run_dir}; run `uv run invoke kit.provision "
+            f"--name {name} ...` first"
+        )
+    with Manifest.open(path, secrets=[key]) as manifest:
+        agent = next(
+            (
+                r
+                for r in manifest.resources
+                if r.kind is Kind.AGENT and r.details.get("url") == choice.rest_url
+            ),
+            None,
+        )
+        if agent is None or not agent.details.get("id"):
+            raise ProvisionError(
+                f"{name!r} has no agent registered on {choice.rest_url}; check --rest-url "
+                "or re-run kit.provision"
+            )
+        agent_id, agent_name = agent.details["id"], agent.details.get("name", name)
+        room = agent_check.home_room(
+            manifest, api_key=key, rest_url=choice.rest_url, name=name, agent_id=agent_id
+        )
+        rt_name = next(
+            (r.details["runtime"] for r in manifest.resources if "runtime" in r.details), ""
+        )
+        try:
+            return agent_check.ping(
+                api_key=key,
+                rest_url=choice.rest_url,
+                room_id=room,
+                agent_id=agent_id,
+                agent_name=agent_name,
+                timeout_s=timeout,
+            )
+        except agent_check.AgentCheckError as exc:
+            tail = ""
+            if rt_name:
+                rt = get_runtime(rt_name, run_dir=run_dir / "runtimes", manifest=manifest)
+                tail = "\n" + log_tail(rt, name, [key])
+            raise ProvisionError(f"{exc}{tail}") from None

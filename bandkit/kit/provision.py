@@ -101,6 +101,7 @@ class ProvisionRequest:
     description: str
     workspace: Path
     rest_url: str
+    ws_url: str = ""  # the platform's WebSocket URL, handed to the sandbox with rest_url
     agent_name: str = ""  # default: name
     host: str = ""  # default: **.band.ai, or the REST host for any other deployment
     create: bool = True
@@ -154,8 +155,15 @@ def check_request(request: ProvisionRequest, api_key: str, runtime: Runtime) -> 
 
 
 def sandbox_env(request: ProvisionRequest) -> tuple[dict[str, str], tuple[str, ...]]:
-    """Env and egress a sandbox needs for this platform (the emulator is plain http)."""
+    """Env and egress a sandbox needs for this platform (the emulator is plain http).
+
+    The sandbox always gets the endpoints of the platform provisioning used, whatever the
+    workspace's band.yaml says (env outranks band.yaml in the launcher).
+    """
     env = dict(request.env)
+    env["BAND_REST_URL"] = request.rest_url
+    if request.ws_url:
+        env["BAND_WS_URL"] = request.ws_url
     parts = urlsplit(request.rest_url)
     egress: tuple[str, ...] = ()
     if parts.hostname in LOOPBACK:

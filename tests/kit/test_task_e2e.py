@@ -82,10 +82,18 @@ def test_provision_task_end_to_end(
         assert first.returncode == 0, first.stderr
         agent_id = first.stdout.strip()
         assert first.stdout == agent_id + "\n"  # stdout is the agent id only
+        assert f"agent {agent_id} connected in" in first.stderr  # proven, not assumed
         assert [a["id"] for a in platform.agents() if a["name"] == name] == [agent_id]
 
         room = platform.room_with(agent_id)
         assert platform.round_trip(room, agent_id, timeout=120).startswith("echo: ")
+        common = ["--name", name, "--rest-url", platform.rest_url, "--run-dir", str(run_dir)]
+        pinged = invoke("kit.ping", *common, env=env)
+        assert pinged.returncode == 0, pinged.stderr
+        reply, timing = pinged.stdout.splitlines()
+        assert reply.startswith("echo: ")
+        assert "ping:" in reply
+        assert timing.startswith("kit.ping: answered in ")
 
         # Logs, manifests and state while everything runs (teardown deletes some of it).
         while_running = files_text(run_dir) + sim.outputs()
@@ -133,6 +141,8 @@ def test_provision_task_end_to_end(
         assert not list((run_dir / "runtimes").glob(f"*/boxes/{name}"))
 
         texts = [
+            pinged.stdout,
+            pinged.stderr,
             first.stdout,
             first.stderr,
             again.stdout,
@@ -147,3 +157,40 @@ def test_provision_task_end_to_end(
         for secret in (USER_KEY, *agent_keys):
             assert all(secret not in text for text in texts)
     assert os.path.exists(ws / "band.yaml")
+
+
+@pytest.mark.slow
+def test_provision_fails_with_the_logs_when_the_agent_never_connects(
+    canary_platform: Platform, scratch: Path, agent_sdk: None
+) -> None:
+    platform = canary_platform
+    ws = echo_workspace(scratch, agent_id=None, rest_url=platform.rest_url, ws_url=platform.ws_url)
+    (ws / "main.py").write_text("import sys\nprint('agent exploded on start')\nsys.exit(3)\n")
+    run_dir = scratch / "run"
+    env = {**os.environ, "BAND_API_KEY_USER": USER_KEY}
+    env.pop("BAND_REST_URL", None)
+    common = ["--name", "never-up", "--rest-url", platform.rest_url, "--run-dir", str(run_dir)]
+    proc = invoke(
+        "kit.provision",
+        *common,
+        "--workspace",
+        str(ws),
+        "--description",
+        "an agent that dies at start",
+        "--runtime",
+        "local",
+        "--wait",
+        "20",
+        env=env,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout == ""  # no agent id printed as if it had worked
+    assert "kit.provision: " in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "did not connect" in proc.stderr or "stopped before" in proc.stderr
+    assert "agent exploded on start" in proc.stderr  # the tail of the startup log
+    assert "kit.unprovision --name never-up" in proc.stderr
+    assert USER_KEY not in proc.stderr
+    down = invoke("kit.unprovision", *common, env=env)
+    assert down.returncode == 0, down.stderr
+    assert "never-up" not in [a["name"] for a in platform.agents()]
