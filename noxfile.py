@@ -33,10 +33,21 @@ def _sync(session: nox.Session, *groups: str) -> None:
     session.run_install(*args, silent=True)
 
 
-def _pytest(session: nox.Session, *, marks: str, groups: tuple[str, ...] = ("dev",)) -> None:
+# The unit suite reaches nothing but this machine: loopback and UNIX sockets only, so no
+# test can quietly depend on the internet (pytest-socket blocks the connect in-process).
+DENY_NETWORK = ("--disable-socket", "--allow-unix-socket", "--allow-hosts=127.0.0.1,::1,localhost")
+
+
+def _pytest(
+    session: nox.Session,
+    *,
+    marks: str,
+    groups: tuple[str, ...] = ("dev",),
+    pytest_args: tuple[str, ...] = (),
+) -> None:
     _sync(session, *groups)
     session.run("uv", "--version", external=True)
-    session.run("pytest", "-m", marks, *session.posargs)
+    session.run("pytest", "-m", marks, *pytest_args, *session.posargs)
 
 
 def _git_files(session: nox.Session, pattern: str) -> list[str]:
@@ -58,7 +69,12 @@ def _git_files(session: nox.Session, pattern: str) -> list[str]:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit and integration tests (no Docker, no live platform). Posargs go to pytest."""
-    _pytest(session, marks="not docker and not live", groups=("dev", "browser"))
+    _pytest(
+        session,
+        marks="not docker and not live",
+        groups=("dev", "browser"),
+        pytest_args=DENY_NETWORK,
+    )
 
 
 @nox.session

@@ -11,13 +11,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 from launcher.config import (
-    Endpoints,
-    RepoSpec,
     locate_config,
     read_document,
     resolve_agent_id,
@@ -25,40 +22,16 @@ from launcher.config import (
     resolve_workspace,
     validated_spec,
 )
-from launcher.constants import AGENT_HOME, CredentialSource, EnvVar
+from launcher.constants import AGENT_HOME, EnvVar
 from launcher.credentials import resolve_credentials
 from launcher.environment import LauncherEnv
 from launcher.errors import LauncherError, Phase
+from launcher.handoff import ResolvedLaunch
 from launcher.identity import require_agent_uid
 from launcher.paths import require_project_present, resolve_paths, runtime_path_problem
 from launcher.stamp import base_interpreter, read_stamp, trusted_config_digest
 
 logger = logging.getLogger("launcher")
-
-
-@dataclass(frozen=True)
-class ResolvedLaunch:
-    """Everything the side-effect phases need, checked. Credentials are never repr'd."""
-
-    workspace: Path
-    config_path: Path
-    config_digest: str
-    config_revalidated: bool
-    project: Path
-    entrypoint: Path
-    environment_path: Path
-    state_path: Path
-    cache_path: Path
-    log_path: Path
-    sdk_home: Path
-    sdk_uv: str
-    interpreter: Path
-    agent_id: str
-    endpoints: Endpoints
-    credential_source: CredentialSource | None
-    repo: RepoSpec | None
-    credentials: dict[str, str] = field(repr=False)
-    stamp: dict[str, Any] = field(repr=False)
 
 
 def _stamp_for(raw_state_path: object, workspace: Path, sdk_home: Path) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launcher.launch import ResolvedLaunch
+from launcher.handoff import ResolvedLaunch
 from launcher.logconfig import LogConfig
 from launcher.sync import plan_sync, resolve_uv
 

@@ -31,7 +31,7 @@ from launcher.stamp import (
 )
 
 if TYPE_CHECKING:
-    from launcher.launch import ResolvedLaunch
+    from launcher.handoff import ResolvedLaunch
 
 logger = logging.getLogger("launcher.sync")
 

@@ -11,7 +11,8 @@ import pytest
 from launcher import launch as launch_module
 from launcher.config import Endpoints
 from launcher.errors import LauncherError
-from launcher.launch import ResolvedLaunch, build_child_environment, execute
+from launcher.handoff import ResolvedLaunch
+from launcher.launch import build_child_environment, execute
 from launcher.stamp import base_interpreter
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from launcher.errors import LauncherError
-from launcher.launch import ResolvedLaunch
+from launcher.handoff import ResolvedLaunch
 from launcher.sync import (
     _redacted_tail,
     plan_sync,
