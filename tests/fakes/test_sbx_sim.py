@@ -1,4 +1,4 @@
-"""The sbx simulator against the reference (../shared/reference/sbx-cli.md): one test per
+"""The sbx simulator against docs/sbx-cli.md: one test per
 documented behaviour, so the stand-in cannot drift silently. Section numbers refer to it."""
 
 from __future__ import annotations
