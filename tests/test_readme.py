@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.runtimes.helpers import scratch_dir
 
 REPO = Path(__file__).resolve().parents[1]
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -47,8 +50,11 @@ def clean_env() -> dict[str, str]:
 
 
 @pytest.fixture
-def clone(tmp_path: Path) -> Iterator[Path]:
-    target = tmp_path / "kit"
+def clone() -> Iterator[Path]:
+    # Where a newcomer keeps a checkout the agent uid can traverse (pytest's own tmp is
+    # 0700; the local runtime refuses such a run directory with a clear error).
+    parent = scratch_dir("readme-")
+    target = parent / "kit"
     subprocess.run(["git", "clone", "--quiet", str(REPO), str(target)], check=True, timeout=120)
     yield target
     for cleanup in (
@@ -64,6 +70,7 @@ def clone(tmp_path: Path) -> Iterator[Path]:
                 timeout=120,
                 check=False,
             )
+    shutil.rmtree(parent, ignore_errors=True)
 
 
 def run(line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -99,7 +106,7 @@ def test_quick_start_and_first_agent_as_written(clone: Path) -> None:
         run(line, clone)
 
     steps = readme_block("Your first agent")
-    assert [s.split()[2] if s.startswith("uv run") else s.split()[0] for s in steps] == [
+    assert [s.split()[3] if s.startswith("uv run") else s.split()[0] for s in steps] == [
         "platform.up",
         "cp",
         "kit.provision",
