@@ -21,6 +21,15 @@ nox.options.error_on_missing_interpreters = True
 nox.options.sessions = ["tests", "lint", "typecheck", "docker_tests"]
 
 ROOT = Path(__file__).parent
+# Every uv project with its own lock besides the root one (`uv lock --check` in lint).
+LOCKED_PROJECTS = (
+    "docker/band_python_kit/echo-agent",
+    "docker/band_python_kit/sdk",
+    "smoke/agent",
+    "examples/docker_demo/agents/pm",
+    "examples/docker_demo/agents/dev",
+    "examples/docker_demo/agents/architect",
+)
 WORKFLOWS = ROOT / ".github" / "workflows"
 
 
@@ -96,10 +105,8 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("uv", "lock", "--check", external=True)
-    session.run(
-        "uv", "lock", "--check", "--directory", "docker/band_python_kit/echo-agent", external=True
-    )
-    session.run("uv", "lock", "--check", "--directory", "docker/band_python_kit/sdk", external=True)
+    for project in LOCKED_PROJECTS:
+        session.run("uv", "lock", "--check", "--directory", project, external=True)
     scripts = [".ci/run", *_git_files(session, "*.sh")]
     if shutil.which("shellcheck"):
         session.run("shellcheck", *scripts, external=True)

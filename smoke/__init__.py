@@ -15,6 +15,11 @@ The flow, one run at a time (state in `.sandbox-smoke/`, see `smoke.state`):
    per requirement, the scorecard, the operator's observations, the timeline and the
    follow-up.
 
+`invoke smoke.run` does all of it automatically and offline (`smoke.run.run_all`: the
+local runtime, the smoke's own local platform, the drills in `smoke.drills`, plus a
+platform restart); the other `smoke.*` tasks are the operator's manual steps on the same
+state and report (`smoke/README.md`).
+
 Each phase has exactly one operator message (`smoke.state.OPERATOR_MESSAGES`). The state
 holds ids, versions, markers and notes, never a credential.
 """

@@ -51,6 +51,7 @@ class Label(StrEnum):
     AFTER_WIFI_RECONNECT = "after-wifi-reconnect"
     AFTER_SLEEP_WAKE = "after-sleep-wake"
     AFTER_DAEMON_RESTART = "after-daemon-restart"
+    AFTER_PLATFORM_RESTART = "after-platform-restart"  # automated drill; not a scorecard row
     CLEANUP = "cleanup"
 
 

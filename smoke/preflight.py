@@ -1,0 +1,128 @@
+"""Preflight: one PASS/FAIL line per precondition, never a value (no URL, key or path).
+
+Checks for every run: uv and the SDK are installed, the smoke agent's workspace is
+complete, the run directory is one the agent uid can enter (as root), the runtime is
+usable. Then, by platform:
+
+- staging (`BAND_REST_URL` set): BAND_REST_URL and BAND_WS_URL set and not the SDK's
+  production endpoints, BAND_API_KEY_USER set;
+- local (otherwise): the kit's emulator can be imported (the smoke starts its own).
+
+Exit 0 when every line is PASS, else 1 (`ok`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from smoke.context import AGENT_SRC, unreachable_dirs
+from smoke.target import REST_URL_ENV, USER_KEY_ENV, WS_URL_ENV, TargetError, guard
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    fix: str = ""  # what to do when it fails; never a value
+
+    def line(self) -> str:
+        return f"PASS  {self.name}" if self.ok else f"FAIL  {self.name}: {self.fix}"
+
+
+def _safe(test: Callable[[], bool]) -> bool:
+    try:
+        return test()
+    except Exception:
+        return False
+
+
+def _uv() -> bool:
+    from bandkit.runtimes.hostbox import find_uv
+
+    find_uv()
+    return True
+
+
+def _sdk() -> bool:
+    from importlib import metadata
+
+    return bool(metadata.version("band-sdk"))
+
+
+def _watchdog() -> bool:
+    from smoke.drills import sdk_watchdog
+
+    interval, threshold = sdk_watchdog()
+    return 0 < interval < threshold
+
+
+def _agent_workspace() -> bool:
+    return all((AGENT_SRC / name).is_file() for name in ("band.yaml", "main.py", "uv.lock"))
+
+
+def _reachable(run_dir: Path) -> bool:
+    existing = next((p for p in (run_dir, *run_dir.parents) if p.exists()), Path("/"))
+    return os.geteuid() != 0 or not unreachable_dirs(existing)
+
+
+def _emulator() -> bool:
+    from bandkit.emulator import service
+
+    return bool(service.MODULE)
+
+
+def _not_production() -> bool:
+    try:
+        guard(os.environ.get(REST_URL_ENV, ""), os.environ.get(WS_URL_ENV, ""))
+    except TargetError:
+        return False
+    return True
+
+
+def _runtime(runtime: str) -> Check:
+    if runtime in ("local", "auto"):
+        ok = os.geteuid() != 0 or shutil.which("setpriv") is not None
+        return Check("local runtime usable", ok, "as root it needs setpriv (util-linux)")
+    if runtime == "sbx":
+        return Check("sbx installed", shutil.which("sbx") is not None, "install Docker Sandboxes")
+    if runtime == "docker":
+        from bandkit.dockercli import docker_answers
+
+        return Check("docker daemon answers", _safe(docker_answers), "start the Docker daemon")
+    return Check("runtime known", False, "choose auto, local, docker or sbx")
+
+
+def checks(run_dir: Path, *, runtime: str = "local") -> list[Check]:
+    found = [
+        Check("uv installed", _safe(_uv), "install uv"),
+        Check("band-sdk installed", _safe(_sdk), "run `uv sync`"),
+        Check("SDK heartbeat watchdog readable", _safe(_watchdog), "run `uv sync`"),
+        Check("smoke agent workspace complete", _agent_workspace(), "restore smoke/agent"),
+        Check(
+            "run directory reachable by the agent uid",
+            _reachable(Path(run_dir).absolute()),
+            "pass --run-dir under /tmp, or make its parents searchable (chmod o+x)",
+        ),
+        _runtime(runtime),
+    ]
+    if os.environ.get(REST_URL_ENV):
+        found += [
+            Check(f"{WS_URL_ENV} set", bool(os.environ.get(WS_URL_ENV)), f"export {WS_URL_ENV}"),
+            Check(
+                "endpoints are not the SDK's production endpoints",
+                _not_production(),
+                "point BAND_REST_URL and BAND_WS_URL at staging",
+            ),
+            Check(f"{USER_KEY_ENV} set", bool(os.environ.get(USER_KEY_ENV)), "export it"),
+        ]
+    else:
+        found.append(Check("local platform available", _safe(_emulator), "run `uv sync`"))
+    return found
+
+
+def ok(found: list[Check]) -> bool:
+    return all(check.ok for check in found)

@@ -1,0 +1,212 @@
+"""The smoke's fast parts: the agent's wire protocol, the production guard, drill
+parsing, preflight lines (never a value), the task surface and the manual steps."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from band.config.settings import PlatformSettings
+
+from smoke import drills as dr
+from smoke import preflight as pf
+from smoke import run as smoke_run
+from smoke import target as tg
+from smoke.context import AGENT_SRC, Layout, unreachable_dirs
+from smoke.state import Label, Phase, StateStore
+from tests.runtimes.helpers import REPO
+
+STAGING_REST = "https://staging.example.test"
+STAGING_WS = "wss://staging.example.test/api/v1/socket/websocket"
+CANARY = "canary-preflight-key-77a1"
+
+
+def _agent_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("smoke_agent_main", AGENT_SRC / "main.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("text", "ack"),
+    [
+        ("@Bot smoke probe marker:0123456789ab", "sandbox-ack:0123456789ab"),
+        ("marker:abcdefabcdef and more", "sandbox-ack:abcdefabcdef"),
+        ("marker:0123456789", None),  # too short
+        ("marker:0123456789abc", None),  # too long
+        ("marker:0123456789AB", None),  # not lowercase hex
+        ("hello", None),
+    ],
+)
+def test_agent_answers_only_a_twelve_hex_marker(text: str, ack: str | None) -> None:
+    assert _agent_module().ack_for(text) == ack
+
+
+def test_agent_workspace_is_a_locked_proxy_managed_uv_project() -> None:
+    import yaml
+
+    config = yaml.safe_load((AGENT_SRC / "band.yaml").read_text())
+    assert config["credentials"] == {"source": "proxy-managed"}
+    assert config["agent"]["id"] == "replace-with-agent-id"  # the copy gets the real id
+    lock = (AGENT_SRC / "uv.lock").read_text()
+    assert 'name = "band-sdk"' in lock
+    assert 'name = "sandbox-smoke-agent"' in lock
+
+
+def test_production_endpoints_come_from_the_sdk_defaults() -> None:
+    rest, ws = tg.production_endpoints()
+    fields = PlatformSettings.model_fields
+    assert (rest, ws) == (fields["BAND_REST_URL"].default, fields["BAND_WS_URL"].default)
+    for url in (rest, ws, rest + "/", rest.upper(), rest + "/api/v1"):
+        assert tg.is_production(url), url
+    assert not tg.is_production(STAGING_REST)
+    assert not tg.is_production("http://127.0.0.1:8080")
+
+
+def test_guard_refuses_production_and_missing_endpoints() -> None:
+    rest, ws = tg.production_endpoints()
+    with pytest.raises(tg.TargetError, match="production"):
+        tg.guard(rest, STAGING_WS)
+    with pytest.raises(tg.TargetError, match="production"):
+        tg.guard(STAGING_REST, ws)
+    with pytest.raises(tg.TargetError, match="staging"):
+        tg.guard("", "")
+    tg.guard(STAGING_REST, STAGING_WS)
+
+
+def test_staging_target_needs_the_user_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BAND_REST_URL", STAGING_REST)
+    monkeypatch.setenv("BAND_WS_URL", STAGING_WS)
+    monkeypatch.delenv("BAND_API_KEY_USER", raising=False)
+    with pytest.raises(tg.TargetError, match="BAND_API_KEY_USER"):
+        tg.staging_target()
+    monkeypatch.setenv("BAND_API_KEY_USER", CANARY)
+    target = tg.staging_target()
+    assert (target.rest_url, target.local) == (STAGING_REST, False)
+    assert CANARY not in repr(target)
+    with pytest.raises(tg.TargetError, match="control API"):
+        target.drop_sockets()
+
+
+def test_drills_parse_in_their_fixed_order() -> None:
+    assert dr.parse("all") == list(dr.Drill)
+    assert dr.parse("platform, network") == [dr.Drill.NETWORK, dr.Drill.PLATFORM]
+    with pytest.raises(dr.DrillError, match="unknown drill"):
+        dr.parse("network,wifi")
+
+
+def test_default_freeze_outlasts_the_sdks_heartbeat_watchdog() -> None:
+    from band_sdk_core import SessionPolicy
+
+    policy = SessionPolicy.default()
+    assert dr.sdk_watchdog() == (policy.heartbeat_interval_s, policy.dead_threshold_s)
+    assert dr.default_freeze_s() > policy.dead_threshold_s
+
+
+def test_runtime_choice_keeps_the_drills_on_the_local_runtime() -> None:
+    assert smoke_run.runtime_choice("auto") == "local"
+    assert smoke_run.runtime_choice("local") == "local"
+    with pytest.raises(smoke_run.SmokeError, match="local runtime"):
+        smoke_run.runtime_choice("docker")
+    with pytest.raises(smoke_run.SmokeError, match="unknown runtime"):
+        smoke_run.runtime_choice("podman")
+
+
+def test_preflight_lines_never_show_a_value(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("BAND_REST_URL", STAGING_REST)
+    monkeypatch.setenv("BAND_WS_URL", STAGING_WS)
+    monkeypatch.setenv("BAND_API_KEY_USER", CANARY)
+    found = pf.checks(tmp_path, runtime="local")
+    text = "\n".join(c.line() for c in found)
+    assert all(line.startswith(("PASS  ", "FAIL  ")) for line in text.splitlines())
+    for value in (CANARY, STAGING_REST, "staging.example.test", str(tmp_path)):
+        assert value not in text
+    names = {c.name: c.ok for c in found}
+    assert names["endpoints are not the SDK's production endpoints"]
+    assert names["BAND_API_KEY_USER set"]
+
+
+def test_preflight_fails_on_production(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    rest, ws = tg.production_endpoints()
+    monkeypatch.setenv("BAND_REST_URL", rest)
+    monkeypatch.setenv("BAND_WS_URL", ws)
+    monkeypatch.delenv("BAND_API_KEY_USER", raising=False)
+    found = {c.name: c for c in pf.checks(tmp_path, runtime="local")}
+    assert not found["endpoints are not the SDK's production endpoints"].ok
+    assert not found["BAND_API_KEY_USER set"].ok
+    assert not pf.ok(list(found.values()))
+
+
+def test_unreachable_dirs_name_a_private_parent(tmp_path: Path) -> None:
+    private = tmp_path / "private"
+    inside = private / "run"
+    inside.mkdir(parents=True)
+    private.chmod(0o700)
+    try:
+        assert private in unreachable_dirs(inside)
+    finally:
+        private.chmod(0o755)
+    assert private not in unreachable_dirs(inside)
+
+
+def test_manual_steps_share_the_state_and_report(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    state = smoke_run.step_phase(tmp_path, Phase.AWAITING_WIFI_RECOVERY)
+    assert state.phase is Phase.AWAITING_WIFI_RECOVERY
+    smoke_run.step_observe(tmp_path, "network_cut", "Wi-Fi off 40 s; the agent came back")
+    verdict, path = smoke_run.step_report(tmp_path)
+    assert verdict == "INCOMPLETE"
+    assert path == layout.store.evidence_path
+    assert "Wi-Fi off 40 s" in path.read_text()
+    loaded = StateStore(layout.root).load()
+    assert loaded is not None
+    assert loaded.run_id == state.run_id
+
+
+def test_a_probe_without_an_agent_is_recorded_as_failed(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    rec = smoke_run.current_run(layout, log=lambda _line: None)
+    target = tg.Target("http://127.0.0.1:9", "ws://127.0.0.1:9/socket", "k")
+    from smoke import probe as pr
+
+    with pytest.raises(pr.ProbeFailed, match="provision"):
+        pr.probe(rec, target, Label.INITIAL)
+    loaded = layout.store.load()
+    assert loaded is not None
+    assert [(p.label, p.passed) for p in loaded.probes] == [(Label.INITIAL, False)]
+
+
+def _invoke(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_tasks_need_their_options_and_explain_them(tmp_path: Path) -> None:
+    listed = _invoke("--list")
+    for name in ("run", "preflight", "probe", "phase", "observe", "report", "clean"):
+        assert f"smoke.{name}" in listed.stdout
+    missing = _invoke("smoke.probe", "--run-dir", str(tmp_path))
+    assert missing.returncode == 1
+    assert "--label is required" in missing.stderr
+    unknown = _invoke("smoke.probe", "--label", "wifi", "--run-dir", str(tmp_path))
+    assert unknown.returncode == 1
+    assert "unknown label" in unknown.stderr
+    bad = _invoke("smoke.run", "--drills", "wifi", "--run-dir", str(tmp_path))
+    assert bad.returncode == 1
+    assert "unknown drill" in bad.stderr
