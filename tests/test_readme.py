@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bandkit.runtimes.local import LocalRuntime
 from tests.runtimes.helpers import scratch_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -131,12 +132,11 @@ def test_quick_start_and_first_agent_as_written(clone: Path) -> None:
     assert "removed agent:" in removed
     assert platform_listing(clone, "/api/v1/me/agents") == []
     assert platform_listing(clone, "/api/v1/me/chats") == []
-    assert not (clone / ".run" / "runtimes" / "local" / "boxes" / "my-agent").exists()
+    box = LocalRuntime(clone / ".run" / "runtimes" / "local").boxes_root() / "my-agent"
+    assert not box.exists()
     assert not (clone / ".run" / "provision" / "my-agent").exists()
     assert "replace-with-agent-id" in (clone / "my-agent" / "band.yaml").read_text()
-    leftover = subprocess.run(
-        ["pgrep", "-f", str(clone / ".run" / "runtimes")], capture_output=True, check=False
-    )
+    leftover = subprocess.run(["pgrep", "-f", str(box)], capture_output=True, check=False)
     assert leftover.returncode == 1, f"processes left: {leftover.stdout!r}"
 
     assert "platform.down: " in run(down, clone).stdout

@@ -1,6 +1,7 @@
 """A local Band platform the real band-sdk talks to over real HTTP and WebSocket.
 
 Flow of a request: `server.Emulator` (lifecycle: bind, uvicorn, signals, shutdown) →
+`access` (the Host guard on every route, page logins, feed limits) →
 `server.build_app` (Starlette routes) → `api.endpoint` (auth, pause gate, error shape) →
 `rest_human` / `rest_bulk` / `rest_agent` / `control` handlers → `ops` / `messages`
 (validate and mutate `state.EmulatorState`, return `Push`es) → `context.Platform.commit`

@@ -1,7 +1,9 @@
 """REST plumbing shared by the human, agent and control routes.
 
 `endpoint(kind)` wraps a handler with: `X-API-Key` authentication (401 without a valid
-key, 403 with the other kind's key), the pause gate (agent API only), and the platform's error shape
+key, 403 with the other kind's key; with `session=True`, the human API, a room page's
+session cookie stands for the user key, see `access.py`), the pause gate (agent API
+only), and the platform's error shape
 `{"error": {"code", "message", "request_id"[, "details"]}}` for every `ApiFailure`.
 Body and query helpers raise `ApiFailure` with JSON pointers, so handlers stay short.
 """
@@ -48,17 +50,27 @@ def platform_of(request: Request) -> Platform:
     return platform
 
 
-def endpoint(kind: Kind) -> Callable[[Handler], Endpoint]:
+def endpoint(kind: Kind, *, session: bool = False) -> Callable[[Handler], Endpoint]:
     """Authenticate as `kind`, wait out a pause (agent API only), and render failures.
 
     A pause holds what agents see (their API, every socket); the human and control
     APIs keep answering, so a drill can post a message while agents are cut off.
+    `session=True` (user routes only) also takes a room page's call: no key, a live
+    session cookie, and the page's own header and origin (`PageAccess.page_call_ok`).
     """
 
     def wrap(handler: Handler) -> Endpoint:
         async def run(request: Request) -> Response:
             platform = platform_of(request)
             principal = platform.authenticate(request.headers.get("x-api-key"))
+            if (
+                principal is None
+                and session
+                and not request.headers.get("x-api-key")
+                and platform.pages.session_of(request) is not None
+                and platform.pages.page_call_ok(request)
+            ):
+                principal = Principal(Kind.USER, platform.state.user.id)
             if principal is None:
                 problem = "missing" if not request.headers.get("x-api-key") else "invalid"
                 return error_response(401, "unauthorized", f"{problem} X-API-Key")

@@ -1,7 +1,8 @@
 """`python -m bandkit.emulator`: parse options, run the emulator, print where it is.
 
 stdout line 1 is the REST base URL and line 2 the WebSocket URL (scripts read these);
-the lines after say where the user key, state, CA and pages are. Logs go to stderr.
+the lines after say where the user key, state, CA and pages are, with a one-time login
+link for the pages. Logs go to stderr; the link is printed on stdout only.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import secrets
 import sys
 from pathlib import Path
 
+from bandkit.emulator.access import allowed_hosts
 from bandkit.emulator.errors import EmulatorError, Phase
 from bandkit.emulator.server import Emulator, EmulatorConfig, run_until_signalled
 
@@ -69,6 +71,17 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME",
         help="extra DNS name or IP for the certificate, e.g. host.docker.internal (repeatable)",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help=(
+            "another Host name clients reach it by (repeatable); the bound host, 127.0.0.1, "
+            "localhost, [::1] and the --tls-name names are always allowed, any other Host "
+            "is refused with 421"
+        ),
     )
     p.add_argument(
         "--ws-ping-interval",
@@ -143,11 +156,12 @@ def _banner(emulator: Emulator, key_line: str) -> list[str]:
         lines.append(
             f"CA certificate: {emulator.ca_file} (export SSL_CERT_FILE={emulator.ca_file})"
         )
-    lines.append(f"room pages: {emulator.rest_url}/")
+    minutes = round(platform.pages.login_ttl / 60)
+    lines.append(f"room pages: {emulator.login_url()} (login link: works once, {minutes} min)")
     lines.append(f"control: {emulator.rest_url}/_emulator/health (user key)")
     if cfg.host not in LOOPBACK:
         lines.append(
-            f"warning: bound to {cfg.host}: room pages are readable by anyone who can reach it"
+            f"warning: bound to {cfg.host}: anyone who can reach it can try keys and links"
         )
     lines.append("Ctrl-C to stop.")
     return lines
@@ -188,6 +202,13 @@ def main(argv: list[str] | None = None) -> int:
         user_key, key_line = _user_key(args)
         if args.port < 0 or args.port > 65535:
             raise EmulatorError(Phase.CONFIG, f"--port must be 0..65535, got {args.port}")
+        for name in args.allow_host:
+            try:
+                allowed_hosts(name, 1, tls=False)
+            except ValueError:
+                raise EmulatorError(
+                    Phase.CONFIG, f"--allow-host {name!r} is not a host name or name:port"
+                ) from None
         config = EmulatorConfig(
             host=args.host,
             port=args.port,
@@ -200,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             access_log=args.access_log,
             start_paused=args.start_paused,
             extra_tls_hosts=tuple(args.tls_name),
+            allow_hosts=tuple(args.allow_host),
         )
         asyncio.run(_amain(config, user_key, key_line))
     except EmulatorError as exc:

@@ -1,4 +1,5 @@
-"""`Platform`: what every route and socket shares (state, broker, gate, saver, clock, auth).
+"""`Platform`: what every route and socket shares (state, broker, gate, saver, clock, auth,
+page access).
 
 Routes reach it as `request.app.state.platform`. It owns no server lifecycle; `Emulator`
 in `server.py` builds it, starts and stops it.
@@ -7,11 +8,13 @@ in `server.py` builds it, starts and stops it.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from bandkit.emulator.access import PageAccess
 from bandkit.emulator.channels import Broker, Kind, Principal
 from bandkit.emulator.ops import Outcome
 from bandkit.emulator.persistence import Saver
@@ -36,6 +39,7 @@ class Platform:
         user_key: str,
         saver: Saver | None,
         clock: Callable[[], str] = utc_now,
+        pages: PageAccess | None = None,
     ) -> None:
         self.state = state
         self.saver = saver
@@ -51,6 +55,7 @@ class Platform:
         # (agent id, room id) pairs halted by `agent.control stop` until `play`
         self.stopped: set[tuple[str, str]] = set()
         self.bulk_jobs: dict[str, dict[str, Any]] = {}  # bulk deletions, by job id
+        self.pages = pages or PageAccess()  # login tokens, page sessions, feed limits
 
     def commit(self, outcome: Outcome | None = None) -> None:
         """After a mutation: deliver its pushes and schedule a save."""
@@ -60,15 +65,17 @@ class Platform:
             self.saver.mark_dirty()
 
     def authenticate(self, api_key: str | None) -> Principal | None:
+        """The principal of an API key; digests are compared in constant time."""
         if not api_key:
             return None
         digest = key_digest(api_key)
-        if digest == self._user_key_sha:
+        if hmac.compare_digest(digest, self._user_key_sha):
             return Principal(Kind.USER, self.state.user.id)
+        found = None
         for agent in self.state.agents.values():
-            if agent.key_sha256 == digest:
-                return Principal(Kind.AGENT, agent.id)
-        return None
+            if hmac.compare_digest(agent.key_sha256, digest):
+                found = agent.id
+        return None if found is None else Principal(Kind.AGENT, found)
 
     def authorize(self, principal: Principal, topic: str) -> str | None:
         """None if `principal` may join `topic`, else the refusal reason for the reply."""

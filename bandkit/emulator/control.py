@@ -2,6 +2,8 @@
 
 - `GET health`: liveness and counts (no secrets).
 - `GET state`: the whole state without any key digest.
+- `POST login-link`: a fresh one-time login link for the room pages (`access.py`); the
+  user key is the only way to get one, and the link is never logged.
 - `POST faults/drop`: abort every WebSocket with no close frame (a network cut).
 - `POST faults/pause?seconds=N`: for N seconds agents get nothing: the agent API and
   every socket (replies, pushes, new upgrades) are held; the human and control APIs
@@ -37,6 +39,7 @@ async def health(request: Request, platform: Platform, _: Principal) -> Response
             "rooms": len(state.rooms),
             "messages": len(state.messages),
             "sockets": len(platform.broker.sockets),
+            "page_feeds": platform.pages.open_feeds,
             "online_agents": sorted(platform.broker.agent_sockets),
         }
     )
@@ -45,6 +48,16 @@ async def health(request: Request, platform: Platform, _: Principal) -> Response
 @control
 async def snapshot(request: Request, platform: Platform, _: Principal) -> Response:
     return data(wire.redacted(platform.state))
+
+
+@control
+async def login_link(request: Request, platform: Platform, _: Principal) -> Response:
+    base = str(request.base_url).rstrip("/")
+    token = platform.pages.mint_login_token()
+    return data(
+        {"url": f"{base}/login#token={token}", "expires_in": int(platform.pages.login_ttl)},
+        status=201,
+    )
 
 
 @control
@@ -97,6 +110,7 @@ PREFIX = "/_emulator"
 ROUTES = [
     Route(f"{PREFIX}/health", health, methods=["GET"]),
     Route(f"{PREFIX}/state", snapshot, methods=["GET"]),
+    Route(f"{PREFIX}/login-link", login_link, methods=["POST"]),
     Route(f"{PREFIX}/faults/drop", drop, methods=["POST"]),
     Route(f"{PREFIX}/faults/pause", pause, methods=["POST"]),
     Route(f"{PREFIX}/agents/{{agent_id}}/control", agent_control, methods=["POST"]),

@@ -71,8 +71,10 @@ def post_message(
     new_id: NewId = new_uuid,
 ) -> tuple[Message, list[dict[str, Any]], Outcome]:
     """Store a text message; every mentioned agent other than the sender is a recipient."""
+    sender = room.participants.get(sender_id)
+    if sender is None:  # the user, in a room an agent created without inviting it
+        raise ApiFailure(403, "forbidden", "only the room's participants can post in it")
     mentions = _resolve_mentions(state, room, raw_mentions, "/message/mentions")
-    sender = room.participants[sender_id]
     sender_name, _, _ = wire.who(state, sender)
     recipients = [m for m in mentions if m.id != sender_id]
     message = Message(

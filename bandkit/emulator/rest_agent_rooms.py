@@ -5,7 +5,9 @@ What `band.runtime.tools.AgentTools` calls (`create_chatroom`, `add_participant`
 Permission rules follow the Fern docstrings of band-client-rest 0.0.46:
 - create: the acting agent becomes the room's owner; the user is not a participant.
 - rename: owner only (403 for another participant, 404 for a room it is not in).
-- add: any participant may add a sibling agent or the user (the agent's owner).
+- add: any participant may add a sibling agent or the user (the agent's owner), as a
+  `member` only: an agent cannot hand out `owner` or `admin` (403), whatever its own role,
+  so a recruited agent can never outrank the room's owner or remove people.
 - remove: the acting agent must be the room's owner or admin (403 otherwise); the
   owner itself cannot be removed (403: the Fern spec lists only 401/403/404 here).
 Rooms an agent is not in answer 404 everywhere (existence hiding, as in `rest_agent`).
@@ -88,6 +90,8 @@ async def add_participant(request: Request, platform: Platform, principal: Princ
         role = Role(fields.get("role") or Role.MEMBER.value)
     except ValueError:
         raise invalid("/participant/role", "must be one of owner, admin, member") from None
+    if role is not Role.MEMBER:
+        raise ApiFailure(403, "forbidden", f"an agent can add participants as member, not {role}")
     added, outcome = ops.add_participant(
         platform.state, room.id, participant_id, role, platform.now()
     )

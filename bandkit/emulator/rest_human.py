@@ -22,7 +22,7 @@ from bandkit.emulator.context import Platform
 from bandkit.emulator.errors import invalid, not_found
 from bandkit.emulator.state import Role
 
-human = endpoint(Kind.USER)
+human = endpoint(Kind.USER, session=True)
 
 
 @human

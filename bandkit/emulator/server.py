@@ -24,11 +24,13 @@ from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from bandkit.emulator import (
+    access,
     control,
     pages,
     persistence,
@@ -70,6 +72,10 @@ class EmulatorConfig:
     start_paused: float = 0.0  # hold agent traffic this long after start (drills)
     access_log: bool = False
     extra_tls_hosts: tuple[str, ...] = field(default_factory=tuple)
+    # More `Host` names clients use (name or name:port); the TLS names are allowed too.
+    allow_hosts: tuple[str, ...] = field(default_factory=tuple)
+    page_feeds_per_client: int = 8
+    page_feeds_total: int = 32
 
 
 def new_state() -> EmulatorState:
@@ -106,6 +112,10 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     return error_response(500, "internal_error", "the emulator failed on this request")
 
 
+def _misdirected() -> Response:
+    return error_response(421, "misdirected_request", "this server does not answer for that Host")
+
+
 def build_app(platform: Platform) -> Starlette:
     routes = [
         *rest_bulk.ROUTES,  # before rest_human: its fixed paths would match `{id}` there
@@ -120,6 +130,13 @@ def build_app(platform: Platform) -> Starlette:
     app = Starlette(
         routes=routes,
         exception_handlers={404: _not_found, 405: _not_found, Exception: _server_error},
+        middleware=[
+            Middleware(
+                access.HostGuard,
+                allowed=lambda: platform.pages.allowed,
+                refusal=_misdirected,
+            )
+        ],
     )
     app.state.platform = platform
     return app
@@ -180,7 +197,10 @@ class Emulator:
         state = state or new_state()
         if config.state_file is not None:
             self._saver = Saver(config.state_file, state)
-        self.platform = Platform(state, self._user_key, self._saver)
+        pages = access.PageAccess(
+            feeds_per_client=config.page_feeds_per_client, feeds_total=config.page_feeds_total
+        )
+        self.platform = Platform(state, self._user_key, self._saver, pages=pages)
         self.platform.drop_sockets = self.drop_sockets
 
         ssl_kwargs: dict[str, Any] = {}
@@ -196,6 +216,11 @@ class Emulator:
 
         self._socket = _bind(config.host, config.port)
         port = self._socket.getsockname()[1]
+        pages.allowed = access.allowed_hosts(
+            config.host, port, tls=config.tls, extra=(*config.extra_tls_hosts, *config.allow_hosts)
+        )
+        pages.cookie_name = f"band_emulator_{port}"  # cookies ignore ports; names do not
+        pages.secure = config.tls
         uv_config = uvicorn.Config(
             build_app(self.platform),
             lifespan="off",
@@ -241,6 +266,11 @@ class Emulator:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def login_url(self) -> str:
+        """A fresh one-time link that opens the room pages (see `access.py`)."""
+        assert self.platform is not None, "not started"
+        return f"{self.rest_url}/login#token={self.platform.pages.mint_login_token()}"
 
     def force(self) -> None:
         """Stop waiting for open connections during shutdown."""

@@ -7,6 +7,11 @@ pid, URLs and file locations in the 0600 run file `platform.json`. `down` stops 
 the recorded process (SIGTERM, then waits on a pidfd) and removes the run file; state
 and key stay, so the next `up` resumes the same agents and rooms. Nothing here prints
 or stores a key value; the run file only says where the key file is.
+
+The room pages need a login link (`access.py`): `login_link` asks the running emulator
+for a fresh one-time link (`POST /_emulator/login-link`, user key) for `platform.up` and
+`platform.status` to print. The link goes to the caller's stdout only: it is neither in
+the run file nor in the platform log (the emulator's stderr).
 """
 
 from __future__ import annotations
@@ -131,11 +136,14 @@ def up(
     port: int = 0,
     host: str = "127.0.0.1",
     tls: bool = False,
+    allow_hosts: tuple[str, ...] = (),
     timeout: float = 30.0,
 ) -> tuple[RunRecord, bool]:
     """Start the emulator in the background (or find it running); (record, started_now).
 
-    `host="0.0.0.0"` lets containers reach it (the recorded URLs still say 127.0.0.1).
+    `host="0.0.0.0"` lets containers reach it (the recorded URLs still say 127.0.0.1);
+    a container that names the host differently (a bridge gateway, host.docker.internal)
+    needs that name in `allow_hosts`, or its requests are refused with 421.
     """
     existing = _read_record(run_dir)
     if existing is not None and _is_our_emulator(existing.pid):
@@ -159,6 +167,8 @@ def up(
     ]
     if tls:
         argv += ["--tls", "--tls-dir", str(run_dir / "emulator-tls")]
+    for name in allow_hosts:
+        argv += ["--allow-host", name]
     with log_file.open("ab") as log:
         proc = subprocess.Popen(
             argv,
@@ -208,13 +218,14 @@ def up(
     return record, True
 
 
-def health(record: RunRecord) -> dict[str, object]:
-    """`GET /_emulator/health` with the recorded key file; raises PlatformError if not ok."""
-    key = Path(record.user_key_file).read_text(encoding="utf-8").strip()
+def _control(record: RunRecord, method: str, path: str, ok: int) -> dict[str, object]:
+    """One control API call with the recorded key file; PlatformError unless status `ok`."""
+    key = read_user_key(record)
     verify: bool | str = record.ca_file or True
     try:
-        response = httpx.get(
-            f"{record.rest_url}/_emulator/health",
+        response = httpx.request(
+            method,
+            f"{record.rest_url}/_emulator/{path}",
             headers={"x-api-key": key},
             timeout=5,
             verify=verify,
@@ -223,12 +234,28 @@ def health(record: RunRecord) -> dict[str, object]:
         raise PlatformError(
             f"the emulator at {record.rest_url} does not answer: {type(exc).__name__}"
         ) from None
-    if response.status_code != 200:
+    if response.status_code != ok:
         raise PlatformError(
-            f"the emulator at {record.rest_url} answered health with {response.status_code}"
+            f"the emulator at {record.rest_url} answered {path} with {response.status_code}"
         )
     data: dict[str, object] = response.json()["data"]
     return data
+
+
+def health(record: RunRecord) -> dict[str, object]:
+    """`GET /_emulator/health` with the recorded key file; raises PlatformError if not ok."""
+    return _control(record, "GET", "health", 200)
+
+
+def login_link(record: RunRecord) -> str:
+    """`room pages: <link> (...)`: a fresh one-time link that signs a browser in to the
+    room pages, and how long it works. For stdout only: never log or store it."""
+    link = _control(record, "POST", "login-link", 201)
+    minutes = round(int(str(link["expires_in"])) / 60)
+    return (
+        f"room pages: {link['url']} (login link: works once, {minutes} min; "
+        "`invoke platform.status` prints a fresh one)"
+    )
 
 
 def down(run_dir: Path = RUN_DIR, *, timeout: float = 15.0) -> str:
@@ -266,7 +293,6 @@ def status(run_dir: Path = RUN_DIR) -> list[str]:
         f"user key file: {record.user_key_file}",
         f"state file: {record.state_file}",
         f"log: {record.log_file}",
-        f"room pages: {record.rest_url}/",
     ]
     if record.ca_file:
         lines.append(f"CA certificate: {record.ca_file}")
@@ -276,6 +302,7 @@ def status(run_dir: Path = RUN_DIR) -> list[str]:
             f"health: {info['status']}; {info['agents']} agents, {info['rooms']} rooms, "
             f"{info['messages']} messages, {info['sockets']} sockets"
         )
+        lines.append(login_link(record))
     except PlatformError as exc:
         lines.append(f"health: {exc}")
     return lines

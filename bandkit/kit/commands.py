@@ -36,7 +36,7 @@ from bandkit.manifest import (
     TeardownReport,
     teardown,
 )
-from bandkit.runtimes.base import Runtime, SandboxError, SandboxStatus
+from bandkit.runtimes.base import Runtime, SandboxError, SandboxStatus, validate_name
 from bandkit.runtimes.select import get_runtime, removers
 
 USER_KEY_ENV = "BAND_API_KEY_USER"
@@ -262,6 +262,7 @@ def main(
     wait: float = agent_check.CONNECT_TIMEOUT_S,
 ) -> str:
     """The `kit.provision` task: returns the agent id (the task prints only that)."""
+    _valid(name)
     choice = choose_platform(rest_url, run_dir)
     if choice.local:
         _stderr(f"provision: using the local platform at {choice.rest_url}")
@@ -278,22 +279,28 @@ def main(
         timeout_s=timeout,
     )
     key = user_key(choice)
-    result = run(
-        request, runtime=runtime, run_dir=run_dir, api_key=key, log=_stderr, wait_s=wait
-    )
+    result = run(request, runtime=runtime, run_dir=run_dir, api_key=key, log=_stderr, wait_s=wait)
     return result.agent_id
 
 
+def _valid(name: str) -> None:
+    """Refuse a bad sandbox name before it reaches any path (the manifest's, too)."""
+    try:
+        validate_name(name)
+    except SandboxError as exc:
+        raise ProvisionError(str(exc)) from None
+
+
 def main_unprovision(*, name: str, rest_url: str, run_dir: Path) -> tuple[list[str], bool]:
+    _valid(name)
     choice = choose_platform(rest_url, run_dir)
     report = unprovision(name, run_dir=run_dir, api_key=user_key(choice))
     return report.lines(), report.clean
 
 
-def main_ping(
-    *, name: str, rest_url: str, run_dir: Path, timeout: float
-) -> agent_check.Pong:
+def main_ping(*, name: str, rest_url: str, run_dir: Path, timeout: float) -> agent_check.Pong:
     """The `kit.ping` task: mention the agent provisioned as `name` in its home room."""
+    _valid(name)
     choice = choose_platform(rest_url, run_dir)
     key = user_key(choice)
     path = manifest_path(run_dir, name)

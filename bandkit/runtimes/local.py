@@ -6,6 +6,11 @@ development and fast tests. Layout under `run_dir`:
     sandboxes/<name>/sandbox.json   workspaces and plain env (no secret values)
     boxes/<name>/                   the hostbox root (runtime dirs, startup.log); boxes
                                     share boxes/.sdk (as root) and boxes/.uv-cache
+
+As root the agent runs as uid 1000, which must traverse every directory above its box. A
+run directory it cannot reach (the local platform's `.run` is 0700: it holds keys, and so
+does pytest's tmp) gets its boxes under `BOXES_HOME/<digest of the run dir>` instead; the
+stored keys stay in the private run directory.
     keychain/<name>.json            0600: the sandbox-scoped secrets (`keychain`, the only
                                     place a value is stored); the credential proxy uses them
 
@@ -15,14 +20,16 @@ inside only as their placeholder, swapped in on the wire by the credential proxy
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bandkit.fsio import write_private
+from bandkit.fsio import UnsafePathError, read_regular, write_private
 from bandkit.manifest import Kind, Manifest, Remover, Resource
 from bandkit.runtimes import boxnet, hostbox
 from bandkit.runtimes.base import (
@@ -34,6 +41,7 @@ from bandkit.runtimes.base import (
     SandboxSpec,
     SandboxStatus,
     Secret,
+    validate_name,
 )
 from bandkit.runtimes.keychain import Keychain
 
@@ -41,6 +49,20 @@ NO_ISOLATION = (
     "local runtime: no isolation; the agent runs as a host process with this host's "
     "network and filesystem (use sbx or docker for untrusted code)"
 )
+
+
+BOXES_HOME = Path("/var/lib/bandkit/local-boxes")
+
+
+def _others_can_traverse(path: Path) -> bool:
+    """True when every directory from / down to `path` (as far as it exists) is o+x."""
+    for directory in (*reversed(path.absolute().parents), path.absolute()):
+        try:
+            if not directory.stat().st_mode & stat.S_IXOTH:
+                return False
+        except FileNotFoundError:
+            return True  # made later with 0755 by create()
+    return True
 
 
 class LocalRuntime(Runtime):
@@ -53,12 +75,22 @@ class LocalRuntime(Runtime):
         self.warn(NO_ISOLATION)
 
     # -- paths and stored state
+    # Every name is validated before it is joined into a path (`../..` never reaches
+    # an rmtree) or handed on.
     def _dir(self, name: str) -> Path:
-        return self.run_dir / "sandboxes" / name
+        return self.run_dir / "sandboxes" / validate_name(name)
 
     def _box(self, name: str) -> Path:
         # Boxes share a parent so they share the SDK home and uv cache kept beside them.
-        return self.run_dir / "boxes" / name
+        return self.boxes_root() / validate_name(name)
+
+    def boxes_root(self) -> Path:
+        """Where this run directory's boxes live (see the module docstring)."""
+        inside = self.run_dir / "boxes"
+        if os.geteuid() != 0 or _others_can_traverse(self.run_dir):
+            return inside
+        digest = hashlib.sha256(str(self.run_dir.resolve()).encode()).hexdigest()[:16]
+        return BOXES_HOME / digest
 
     def _meta(self, name: str) -> dict[str, Any]:
         path = self._dir(name) / "sandbox.json"
@@ -83,9 +115,11 @@ class LocalRuntime(Runtime):
             self.set_secret(spec.name, secret)
         self.record(Kind.SANDBOX, spec.name, name=spec.name, path=str(self._dir(spec.name)))
         self.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
-        os.chmod(self.run_dir, 0o755)  # noqa: S103 - the agent uid must traverse it
         self._dir(spec.name).mkdir(mode=0o700, parents=True)
-        (self.run_dir / "boxes").mkdir(mode=0o755, exist_ok=True)
+        boxes = self.boxes_root()
+        boxes.mkdir(mode=0o755, parents=True, exist_ok=True)
+        for path in (boxes, *(p for p in boxes.parents if p.is_relative_to(BOXES_HOME.parent))):
+            os.chmod(path, 0o755)  # noqa: S103 - the agent uid must traverse it
         meta = {
             "workspaces": [str(p) for p in spec.workspaces],
             "env": dict(spec.env),
@@ -153,7 +187,9 @@ class LocalRuntime(Runtime):
     def remove(self, name: str) -> None:
         hostbox.stop(self._box(name))
         for path in (self._box(name), self._dir(name)):
-            if path.exists():
+            if path.is_symlink():
+                path.unlink()
+            elif path.exists():
                 shutil.rmtree(path)
 
     def list(self) -> list[str]:
@@ -164,17 +200,19 @@ class LocalRuntime(Runtime):
 
     # -- secrets
     def set_secret(self, sandbox: str, secret: Secret) -> None:
+        sandbox = validate_name(sandbox)
         self.record(Kind.SECRET, sandbox, secret.env, sandbox=sandbox, hosts=",".join(secret.hosts))
         self.keychain.put(sandbox, secret)
 
     def has_secret(self, sandbox: str, host: str) -> bool:
-        return self.keychain.has(sandbox, host)
+        return self.keychain.has(validate_name(sandbox), host)
 
     def remove_secret(self, sandbox: str, host: str, placeholder: str) -> None:
-        self.keychain.drop(sandbox, host=host)
+        self.keychain.drop(validate_name(sandbox), host=host)
 
     def _remove_secret_entry(self, resource: Resource) -> None:
-        self.keychain.drop(resource.details["sandbox"], env=resource.key.rsplit("/", 1)[1])
+        sandbox = validate_name(resource.details["sandbox"])
+        self.keychain.drop(sandbox, env=resource.key.rsplit("/", 1)[1])
 
     def removers(self) -> dict[Kind, Remover]:
         return {
@@ -184,7 +222,11 @@ class LocalRuntime(Runtime):
 
 
 def _read(path: Path) -> str:
+    """A log the agent wrote, read without following a link it may have planted there."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        data, _ = read_regular(path, what="log")
     except FileNotFoundError:
         return ""
+    except (UnsafePathError, OSError) as exc:
+        return f"(not read: {exc})\n"
+    return data.decode("utf-8", errors="replace")

@@ -8,16 +8,18 @@ Everything here drives real parts: the real `band_rest` client, the SDK's own
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from band.client.rest import AsyncRestClient
 from band.client.streaming import WebSocketClient
 from band_rest import AgentRegisterRequest, ChatMessageRequest, ChatRoomRequest, ParticipantRequest
@@ -27,6 +29,38 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 ECHO_SRC = REPO_ROOT / "docker" / "band_python_kit" / "echo-agent"
 # Canary secrets: tests grep every output for them.
 USER_KEY = "canary-user-key-9d41f0"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@contextlib.asynccontextmanager
+async def chromium(*extra_args: str) -> AsyncIterator[Any]:
+    """Headless Debian Chromium through playwright (the `browser` group; `nox -s tests`).
+
+    Without playwright the test is skipped, except in CI, where that is a failure.
+    """
+    try:
+        from playwright.async_api import async_playwright
+    except ImportError:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip("playwright is not installed: run browser tests with `uv run nox -s tests`")
+    assert CHROMIUM.exists(), "apt-get install chromium (the tests lane installs it in CI)"
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(
+            executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, *extra_args]
+        )
+        try:
+            yield browser
+        finally:
+            await browser.close()
 
 
 async def eventually(
@@ -52,6 +86,43 @@ def human_client(rest_url: str, key: str = USER_KEY) -> AsyncRestClient:
 def raw_client(rest_url: str, key: str | None = USER_KEY) -> httpx.AsyncClient:
     headers = {"x-api-key": key} if key is not None else {}
     return httpx.AsyncClient(base_url=rest_url, headers=headers, timeout=10)
+
+
+async def login_link(rest_url: str, key: str = USER_KEY) -> str:
+    """A fresh one-time room-page login link, from the control API (as `platform.status`)."""
+    async with raw_client(rest_url, key) as client:
+        response = await client.post("/_emulator/login-link")
+    assert response.status_code == 201, response.text
+    url: str = response.json()["data"]["url"]
+    return url
+
+
+def token_of(link: str) -> str:
+    """The token in a login link's fragment (`.../login#token=...`)."""
+    base, _, fragment = link.partition("#")
+    assert base.endswith("/login"), link
+    assert fragment.startswith("token="), link
+    return fragment.removeprefix("token=")
+
+
+async def sign_in(rest_url: str) -> str:
+    """Do what the login page does (post the link's token) and return the `Cookie` header."""
+    token = token_of(await login_link(rest_url))
+    async with httpx.AsyncClient(base_url=rest_url, timeout=10) as client:
+        response = await client.post("/login", data={"token": token})
+    assert response.status_code == 303, response.text
+    name, _, rest = response.headers["set-cookie"].partition("=")
+    return f"{name}={rest.split(';', 1)[0]}"
+
+
+def page_client(rest_url: str, cookie: str | None, **headers: str) -> httpx.AsyncClient:
+    """A browser-like client: the session cookie, plus what the room page's script adds."""
+    sent = {"cookie": cookie} if cookie else {}
+    sent.update({k.replace("_", "-"): v for k, v in headers.items()})
+    return httpx.AsyncClient(base_url=rest_url, headers=sent, timeout=10)
+
+
+PAGE_CALL = {"x_bandkit_page": "1", "sec_fetch_site": "same-origin"}
 
 
 @dataclass

@@ -36,7 +36,15 @@ def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]
 def test_help_lists_every_option() -> None:
     result = run_cli("--help")
     assert result.returncode == 0
-    for option in ("--host", "--port", "--user-key", "--user-key-file", "--state-file", "--tls"):
+    for option in (
+        "--host",
+        "--port",
+        "--user-key",
+        "--user-key-file",
+        "--state-file",
+        "--tls",
+        "--allow-host",
+    ):
         assert option in result.stdout
 
 
@@ -45,6 +53,7 @@ def test_help_lists_every_option() -> None:
     [
         (["--port", "70000"], "[config]"),
         (["--user-key-file", "/nonexistent/key"], "[config]"),
+        (["--allow-host", "gateway:notaport"], "[config]"),
     ],
 )
 def test_bad_options_fail_cleanly(args: list[str], phase: str) -> None:

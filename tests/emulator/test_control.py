@@ -15,6 +15,7 @@ from tests.emulator.test_rest_human import assert_error
 CONTROL_ROUTES = [
     ("GET", "/_emulator/health"),
     ("GET", "/_emulator/state"),
+    ("POST", "/_emulator/login-link"),
     ("POST", "/_emulator/faults/drop"),
     ("POST", "/_emulator/faults/pause?seconds=1"),
     ("POST", "/_emulator/agents/x/control"),

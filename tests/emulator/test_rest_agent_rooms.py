@@ -59,6 +59,12 @@ def validated(frame: Frame, event: str) -> dict[str, object]:
     return payload
 
 
+async def as_admin(human: AsyncRestClient, room: str, agent_id: str) -> None:
+    await human.human_api_participants.add_my_chat_participant(
+        chat_id=room, participant=ParticipantRequest(participant_id=agent_id, role="admin")
+    )
+
+
 async def roster(emu: Emulator, agent: Registered, room: str) -> dict[str, str]:
     listed = await rest(emu, agent).agent_api_participants.list_agent_chat_participants(room)
     return {p.id: p.role for p in listed.data}
@@ -134,9 +140,9 @@ async def test_owner_recruits_a_peer_with_the_sdk_tools(
     with pytest.raises(ValueError, match="not found"):
         await planner_tools.add_participant("nobody")
     assert await roster(emu, coder, room) == {planner.id: "owner", coder.id: "member"}
-    # Any participant may recruit: the member adds the reviewer as an admin.
-    await tools(emu, coder, room).add_participant("reviewer", role="admin")
-    assert (await roster(emu, planner, room))[reviewer.id] == "admin"
+    # Any participant may recruit, as a member only (the custody tests cover the refusals).
+    await tools(emu, coder, room).add_participant("reviewer")
+    assert (await roster(emu, planner, room))[reviewer.id] == "member"
 
 
 async def test_add_refusals_match_the_platform(emu: Emulator, human: AsyncRestClient) -> None:
@@ -168,7 +174,7 @@ async def test_only_owner_or_admin_removes_and_the_owner_stays(
     room = await tools(emu, planner).create_chatroom()
     planner_tools = tools(emu, planner, room)
     await planner_tools.add_participant(coder.id)
-    await planner_tools.add_participant(reviewer.id, role="admin")
+    await as_admin(human, room, reviewer.id)  # only the user hands out admin
     with pytest.raises(ForbiddenError):
         await tools(emu, coder, room).remove_participant("reviewer")
     with pytest.raises(ForbiddenError):  # the owner stays
@@ -256,7 +262,7 @@ async def test_agent_rooms_survive_a_restart(tmp_path: Path, start_emulator: Sta
     await rest(first, planner).agent_api_chats.rename_agent_chat(
         room, chat=RenameAgentChatRequestChat(title="kept")
     )
-    await tools(first, planner, room).add_participant("coder", role="admin")
+    await as_admin(human, room, coder.id)
     await first.shutdown(2.0)
     second = await start_emulator(state_file=state_file)
     assert await roster(second, coder, room) == {planner.id: "owner", coder.id: "admin"}

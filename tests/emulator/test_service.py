@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.emulator.support import REPO_ROOT
+from tests.emulator.support import REPO_ROOT, token_of
 
 pytestmark = pytest.mark.slow
 
@@ -59,11 +59,25 @@ def test_up_status_logs_down(tmp_path: Path) -> None:
         assert f"running, pid {record['pid']}" in status.stdout
         assert "health: ok" in status.stdout
 
+        # Both print a one-time room-page link (a fresh one each time); it signs in once.
+        links = [_login_link(out.stdout, record["rest_url"]) for out in (started, again, status)]
+        tokens = [token_of(link) for link in links]
+        assert len(set(tokens)) == 3
+        signed = httpx.post(f"{record['rest_url']}/login", data={"token": tokens[-1]})
+        assert signed.status_code == 303
+        assert "httponly" in signed.headers["set-cookie"].lower()
+        reused = httpx.post(f"{record['rest_url']}/login", data={"token": tokens[-1]})
+        assert reused.status_code == 401
+
         logs = invoke("platform.logs", "--run-dir", str(run_dir), "--lines", "5")
         assert "serving on" in logs.stdout
         for output in (started, again, status, logs):
             assert key not in output.stdout + output.stderr
         assert key not in (run_dir / "platform.json").read_text()
+        for token in tokens:  # printed for the person only: not in the log, not stored
+            assert token not in (run_dir / "platform.log").read_text()
+            assert token not in (run_dir / "platform.json").read_text()
+            assert token not in logs.stdout
     finally:
         stopped = invoke("platform.down", "--run-dir", str(run_dir))
     assert stopped.returncode == 0
@@ -72,6 +86,13 @@ def test_up_status_logs_down(tmp_path: Path) -> None:
     assert not _alive(record["pid"])
     assert "not running" in invoke("platform.status", "--run-dir", str(run_dir)).stdout
     assert "no run file" in invoke("platform.down", "--run-dir", str(run_dir)).stdout
+
+
+def _login_link(stdout: str, rest_url: str) -> str:
+    line = next(x for x in stdout.splitlines() if x.startswith("room pages: "))
+    link = line.removeprefix("room pages: ").split(" ", 1)[0]
+    assert link.startswith(f"{rest_url}/login#token="), line
+    return link
 
 
 def test_stale_and_broken_run_files(tmp_path: Path) -> None:

@@ -59,8 +59,11 @@ async def _handle(
         w.close()
         return
     lines = [
-        line for line in head.split(b"\r\n") if line and not line.lower().startswith(b"connection:")
+        line
+        for line in head.split(b"\r\n")
+        if line and not line.lower().startswith((b"connection:", b"host:"))
     ]
+    lines.insert(1, f"Host: {host}:{port}".encode())
     length = next(
         (
             int(line.split(b":", 1)[1])

@@ -88,3 +88,15 @@ def test_user_key_from_env_prompt_or_clear_error(monkeypatch: pytest.MonkeyPatch
 def test_unprovision_without_manifest_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ProvisionError, match="nothing to remove"):
         provision_run.unprovision("ghost", run_dir=tmp_path, api_key="k")
+
+
+@pytest.mark.parametrize("name", ["../..", "Bad_Name", "", "a/b"])
+def test_a_bad_name_is_refused_before_any_path_is_made(tmp_path: Path, name: str) -> None:
+    run_dir = tmp_path / "run"
+    for call in (
+        lambda: provision_run.main_unprovision(name=name, rest_url="http://x", run_dir=run_dir),
+        lambda: provision_run.main_ping(name=name, rest_url="http://x", run_dir=run_dir, timeout=1),
+    ):
+        with pytest.raises(ProvisionError, match="invalid sandbox name"):
+            call()
+    assert not run_dir.exists()
