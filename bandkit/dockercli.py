@@ -17,6 +17,7 @@ __all__ = [
     "image_id",
     "image_size",
     "require_docker",
+    "require_image",
     "server_version",
 ]
 
@@ -100,3 +101,12 @@ def image_id(ref: str) -> str:
 
 def image_size(ref: str) -> int:
     return int(docker(["image", "inspect", "--format", "{{.Size}}", ref], 30).stdout.strip())
+
+
+BUILD_COMMAND = "uv run invoke build"
+
+
+def require_image(ref: str) -> None:
+    """Raise ImageError naming the fix when `ref` is not a local image (the kit image)."""
+    if not image_exists(ref):
+        raise ImageError(f"image {ref} is missing; run `{BUILD_COMMAND}`")

@@ -7,7 +7,7 @@ from invoke.tasks import task
 
 from bandkit.errors import BandkitError
 from bandkit.image.facts import LOCAL_TAG, host_arch
-from tasks._common import need, reports
+from tasks._common import RUN_DIR_HELP, need, reports, resolve_run_dir
 
 
 @task(
@@ -119,3 +119,17 @@ def image_builder(c: Context, stop: bool = False, status: bool = False) -> None:
     lines = builder.status(where) if status else builder.up(where)
     print("\n".join(f"image.builder: {line}" for line in lines))
     print("\n".join(f"{name}={value}" for name, value in builder.env(where).items()))
+
+
+@task(
+    name="registry",
+    help={"stop": "stop it (its storage stays in the run directory)", "run_dir": RUN_DIR_HELP},
+)
+@reports("image.registry")
+def image_registry(c: Context, stop: bool = False, run_dir: str = "") -> None:
+    """Say whether the local registry `invoke push` keeps runs, and where; --stop stops it."""
+    from bandkit.kit import build_push as shortcuts
+
+    where = resolve_run_dir(c, run_dir)
+    line = shortcuts.stop_local(where) if stop else shortcuts.local_status(where)
+    print(f"image.registry: {line}")

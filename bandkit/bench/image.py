@@ -6,8 +6,8 @@ bytecode and what its absence costs, and `docker run` to the echo agent's first 
 
 The upstream-like image is built from `upstream_kit/`, a reconstruction of the upstream
 Dockerfile and entrypoint from the feature inventory (the real files cannot be fetched
-offline); it is not upstream's file. The figures measured for the real upstream image
-(shared/reference/docker-offline.md, another machine of the same kind) are printed too.
+offline); it is not upstream's file. The figures measured once for the real upstream image
+on another machine of the same kind (`MEASURED_UPSTREAM` below) are printed too.
 Needs a Docker daemon; without one it prints a single skip line.
 """
 
@@ -29,7 +29,7 @@ TAG = "band-python-kit:bench"
 UPSTREAM_TAG = "band-python-kit:bench-upstream-like"
 UPSTREAM_DIR = Path(__file__).parent / "upstream_kit"
 SKIP = "image: skipped: no Docker daemon answers (`uv run invoke ci.prepare --lane docker_tests`)"
-# The real upstream image on the same bases, measured 2026-11-30 (docker-offline.md).
+# The real upstream image on the same bases, measured 2026-11-30 on a machine of this kind.
 MEASURED_UPSTREAM = (
     "image: upstream as measured (reference): 505 MB; cold build 15.4s (legacy builder), "
     "cached 0.26s; docker run true 0.27s, with CA 1.2s; no .pyc (about +0.3s per start); "

@@ -2,8 +2,10 @@
 
 `ensure_bases(arches)` makes, per architecture and only when missing:
 
-1. `local/debian-python:<suite>[-<arch>]`: a debootstrapped Debian rootfs with Debian's
-   Python, git, ssh and the CA bundle (the image's runtime toolset), apt lists and .deb
+1. `local/debian-python:<suite>[-<arch>]`: a debootstrapped Debian rootfs of the official
+   base's release (`<suite>` read from the Dockerfile's `PYTHON_BASE_IMAGE` tag, so the
+   two never drift) with Debian's Python (its minor version is Debian's, not the official
+   image's), git, ssh and the CA bundle (the image's runtime toolset), apt lists and .deb
    archives left out and the official images' `docker-clean` apt config added, so no
    later `apt-get` leaves caches in a layer.
 2. `local/uv:<version>[-<arch>]`: `FROM scratch` holding the static uv/uvx binaries from
@@ -27,7 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bandkit.dockercli import ImageError, docker, image_exists
-from bandkit.image.facts import LOCAL_PYTHON_REPO, LOCAL_UV_REPO, SUITE, host_arch, uv_version
+from bandkit.image.facts import (
+    LOCAL_PYTHON_REPO,
+    LOCAL_UV_REPO,
+    host_arch,
+    official_suite,
+    uv_version,
+)
 
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 # Debian's Python plus the runtime toolset the Dockerfile would otherwise apt-get.
@@ -38,6 +46,7 @@ BASE_PACKAGES = (
     "git",
     "openssh-client",
     "openssl",
+    "util-linux",  # setpriv for the entrypoint: Essential today, named so it stays
 )
 # Never ship these in the base (the official images do the same via docker-clean).
 EXCLUDES = ("./var/cache/apt/archives/*.deb", "./var/lib/apt/lists/*", "./var/cache/apt/*.bin")
@@ -50,6 +59,7 @@ DOCKER_CLEAN = (
 )
 DEBOOTSTRAP_TIMEOUT_S = 1200.0
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
+DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")
 UV_WHEEL_TAGS = {"amd64": "musllinux_1_1_x86_64", "arm64": "musllinux_1_1_aarch64"}
 
 Progress = Callable[[str], None]
@@ -64,9 +74,9 @@ class Base:
     tag: str
 
 
-def python_tag(arch: str, suite: str = SUITE) -> str:
+def python_tag(arch: str, suite: str | None = None) -> str:
     suffix = "" if arch == host_arch() else f"-{arch}"
-    return f"{LOCAL_PYTHON_REPO}:{suite}{suffix}"
+    return f"{LOCAL_PYTHON_REPO}:{suite or official_suite()}{suffix}"
 
 
 def uv_tag(arch: str, version: str | None = None) -> str:
@@ -122,6 +132,12 @@ def enable_emulation(arch: str) -> None:
 def _make_python(base: Base, progress: Progress) -> None:
     if shutil.which("debootstrap") is None:
         raise ImageError("debootstrap is missing: apt-get install debootstrap")
+    suite = official_suite()
+    if not (DEBOOTSTRAP_SCRIPTS / suite).exists():
+        raise ImageError(
+            f"this debootstrap has no {suite} script ({DEBOOTSTRAP_SCRIPTS / suite}); "
+            "install a newer debootstrap (Debian backports)"
+        )
     with tempfile.TemporaryDirectory(prefix="bandkit-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
         argv = [
@@ -129,7 +145,7 @@ def _make_python(base: Base, progress: Progress) -> None:
             "--variant=minbase",
             f"--arch={base.arch}",
             "--include=" + ",".join(BASE_PACKAGES),
-            SUITE,
+            suite,
             str(rootfs),
             DEBIAN_MIRROR,
         ]
@@ -139,7 +155,7 @@ def _make_python(base: Base, progress: Progress) -> None:
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
             raise ImageError(f"debootstrap {base.arch} failed:\n{tail}")
-        progress(f"image.bases: debootstrapped {SUITE} {base.arch}")
+        progress(f"image.bases: debootstrapped {suite} {base.arch}")
         (rootfs / "etc/apt/apt.conf.d/docker-clean").write_text(DOCKER_CLEAN, encoding="utf-8")
         tarball = Path(tmp) / "rootfs.tar"
         tar = ["tar", "-C", str(rootfs), *(f"--exclude={e}" for e in EXCLUDES)]

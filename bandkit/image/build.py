@@ -14,15 +14,16 @@ progress output names the one taken and why (`image_buildx.decide`):
   classic builder (under qemu for a foreign arch) and tagged `<tag>-<arch>`, and
   `image.push --arch ...` merges them into one manifest list.
 
-A single platform always uses the classic builder. Build CA files are copied into the
-git-ignored `build-ca/` folder for the build only, so just the builder stage trusts them.
+A single platform always uses the classic builder. Extra CAs (`--build-ca`, else the
+host's `SSL_CERT_FILE` / `REQUESTS_CA_BUNDLE`; `image_build_ca`) are staged in the
+git-ignored `build-ca/` folder for the build only, so just the builder stage trusts them;
+the build says which, and a TLS failure in its output is answered with the remedy.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -31,10 +32,11 @@ from pathlib import Path
 from typing import Literal
 
 from bandkit.dockercli import ImageError, image_exists, image_id, require_docker
+from bandkit.image import build_ca as image_build_ca
 from bandkit.image import buildx as image_buildx
 from bandkit.image import buildx_bases as image_buildx_bases
 from bandkit.image.bases import python_tag, uv_tag
-from bandkit.image.facts import BUILD_CA_DIR, DOCKERFILE, LOCAL_TAG, REPO_ROOT, host_arch
+from bandkit.image.facts import DOCKERFILE, LOCAL_TAG, REPO_ROOT, host_arch
 
 BUILD_TIMEOUT_S = 1800.0
 BUILDX_HINT = (
@@ -54,7 +56,9 @@ class BuildRequest:
     tag: str = LOCAL_TAG
     base: Base = "official"
     sdk_extra: str = ""
-    build_ca: tuple[Path, ...] = ()
+    build_ca: tuple[Path, ...] = ()  # given: exactly these; empty: the host's (host_ca)
+    host_ca: bool = True  # no build_ca: trust SSL_CERT_FILE / REQUESTS_CA_BUNDLE's files
+    target: str = ""  # stop at this Dockerfile stage (e.g. "builder", to inspect it)
     build_args: tuple[tuple[str, str], ...] = ()  # extra ARGs (e.g. BAND_SDK_HOME)
     no_cache: bool = False
     multi: Multi = "auto"  # several platforms: buildx when possible, or force one path
@@ -137,12 +141,16 @@ def build_args(request: BuildRequest, platform: str | None) -> list[tuple[str, s
 def docker_build_argv(request: BuildRequest, platform: str) -> list[str]:
     """argv (after `docker`) for one platform with the classic builder."""
     argv = ["build", "--file", str(DOCKERFILE), "--tag", tag_for(request, platform)]
-    argv += [f"--platform={platform}"]
+    argv += [f"--platform={platform}", "--force-rm"]  # a failed step leaves no container
     for name, value in build_args(request, platform):
         argv += ["--build-arg", f"{name}={value}"]
-    if request.no_cache:
-        argv.append("--no-cache")
-    return [*argv, str(REPO_ROOT)]
+    return [*argv, *_common_flags(request), str(REPO_ROOT)]
+
+
+def _common_flags(request: BuildRequest) -> list[str]:
+    return (["--target", request.target] if request.target else []) + (
+        ["--no-cache"] if request.no_cache else []
+    )
 
 
 def buildx_argv(request: BuildRequest, *, host_network: bool) -> list[str]:
@@ -153,9 +161,7 @@ def buildx_argv(request: BuildRequest, *, host_network: bool) -> list[str]:
         argv.append("--network=host")
     for name, value in build_args(request, None):
         argv += ["--build-arg", f"{name}={value}"]
-    if request.no_cache:
-        argv.append("--no-cache")
-    return [*argv, str(REPO_ROOT)]
+    return [*argv, *_common_flags(request), str(REPO_ROOT)]
 
 
 def choose_path(request: BuildRequest, progress: Progress) -> image_buildx.BuilderFacts | None:
@@ -173,8 +179,7 @@ def choose_path(request: BuildRequest, progress: Progress) -> image_buildx.Build
         return facts
     if request.multi == "buildx":
         raise ImageError(
-            f"--multi buildx, but no multi-platform builder: {verdict.reason}; "
-            + BUILDX_HINT
+            f"--multi buildx, but no multi-platform builder: {verdict.reason}; " + BUILDX_HINT
         )
     progress(f"image.build: per-arch path: {verdict.reason}")
     progress(f"image.build: {BUILDX_HINT}")
@@ -193,15 +198,14 @@ def _check_bases(request: BuildRequest) -> None:
                 )
 
 
-def _stage_build_ca(files: Sequence[Path]) -> list[Path]:
-    staged = []
-    for index, src in enumerate(files):
-        if not src.is_file():
-            raise ImageError(f"build CA file not found: {src}")
-        dest = BUILD_CA_DIR / f"bandkit-build-ca-{index}.crt"
-        shutil.copyfile(src, dest)
-        staged.append(dest)
-    return staged
+def builder_cas(request: BuildRequest, progress: Progress) -> list[image_build_ca.CaFile]:
+    """The CA files the builder stage gets; progress says which (and what was ignored)."""
+    environ = os.environ if request.host_ca else {}
+    cas, notes = image_build_ca.resolve(request.build_ca, environ)
+    for note in notes:
+        progress(f"image.build: {note}")
+    progress(f"image.build: {image_build_ca.trust_line(cas)}")
+    return cas
 
 
 def _step_line(line: str, seen: set[str]) -> bool:
@@ -215,11 +219,15 @@ def _step_line(line: str, seen: set[str]) -> bool:
     return True
 
 
-def _run_streaming(argv: list[str], progress: Progress) -> None:
-    """Run a docker build, forwarding each step line; fail with the output tail."""
+def _run_streaming(
+    argv: list[str], progress: Progress, cas: Sequence[image_build_ca.CaFile] = ()
+) -> None:
+    """Run a docker build, forwarding each step line; fail with the output tail, or with
+    the remedy when the output shows a certificate the builder could not verify."""
     env = {**os.environ, "DOCKER_BUILDKIT": "0"}
     tail: list[str] = []
     seen: set[str] = set()
+    tls: str | None = None
     with subprocess.Popen(
         ["docker", *argv],
         stdout=subprocess.PIPE,
@@ -230,9 +238,13 @@ def _run_streaming(argv: list[str], progress: Progress) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             tail = [*tail[-11:], line.rstrip()]
+            tls = tls or image_build_ca.tls_failure([line])
             if _step_line(line, seen):
                 progress(f"image.build: {line.rstrip()[:120]}")
         code = proc.wait(timeout=BUILD_TIMEOUT_S)
+    if code != 0 and tls is not None:
+        bundle = image_build_ca.system_bundle()
+        raise image_build_ca.BuildTlsError(image_build_ca.tls_remedy(tls, cas, bundle))
     if code != 0:
         raise ImageError(f"docker {argv[0]} failed:\n" + "\n".join(tail))
 
@@ -246,18 +258,15 @@ def build(request: BuildRequest, progress: Progress = print) -> list[Built]:
     if facts is not None:
         return [_build_buildx(request, facts, progress)]
     _check_bases(request)
-    staged = _stage_build_ca(request.build_ca)
+    cas = builder_cas(request, progress)
     built = []
-    try:
+    with image_build_ca.staged(cas):
         for platform in platforms_of(request):
             start = time.monotonic()
             progress(f"image.build: {platform} -> {tag_for(request, platform)}")
-            _run_streaming(docker_build_argv(request, platform), progress)
+            _run_streaming(docker_build_argv(request, platform), progress, cas)
             tag = tag_for(request, platform)
             built.append(Built(tag, platform, image_id(tag), time.monotonic() - start))
-    finally:
-        for path in staged:
-            path.unlink(missing_ok=True)
     return built
 
 
@@ -268,13 +277,11 @@ def _build_buildx(
     platforms = platforms_of(request)
     if request.base == "local":
         image_buildx_bases.ensure_multi_bases([arch_of(p) for p in platforms], progress)
-    staged = _stage_build_ca(request.build_ca)
+    cas = builder_cas(request, progress)
     start = time.monotonic()
     progress(f"image.build: {','.join(platforms)} -> {request.tag}")
-    try:
-        _run_streaming(buildx_argv(request, host_network=facts.driver == "docker"), progress)
-    finally:
-        for path in staged:
-            path.unlink(missing_ok=True)
+    with image_build_ca.staged(cas):
+        argv = buildx_argv(request, host_network=facts.driver == "docker")
+        _run_streaming(argv, progress, cas)
     seconds = time.monotonic() - start
     return Built(request.tag, ",".join(platforms), image_id(request.tag), seconds)

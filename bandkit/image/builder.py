@@ -245,8 +245,7 @@ def down(where: Layout) -> str:
     while _alive(running):
         if time.monotonic() > deadline:
             raise SideDockerError(
-                f"dockerd pid {running} still running after "
-                f"{STOP_TIMEOUT_S:.0f}s; see {where.log}"
+                f"dockerd pid {running} still running after {STOP_TIMEOUT_S:.0f}s; see {where.log}"
             )
         time.sleep(0.2)
     return f"side dockerd: stopped (pid {running})"

@@ -66,9 +66,7 @@ def verified_release(inrelease: bytes, keyring: Path = KEYRING) -> str:
     if shutil.which("gpgv") is None:
         raise SideDockerError("gpgv is missing (apt-get install gpgv)")
     if not keyring.is_file():
-        raise SideDockerError(
-            f"{keyring} is missing (apt-get install debian-archive-keyring)"
-        )
+        raise SideDockerError(f"{keyring} is missing (apt-get install debian-archive-keyring)")
     with tempfile.TemporaryDirectory(prefix="bandkit-release-") as folder:
         signed, text = Path(folder) / "InRelease", Path(folder) / "Release"
         signed.write_bytes(inrelease)
@@ -82,8 +80,7 @@ def verified_release(inrelease: bytes, keyring: Path = KEYRING) -> str:
         if proc.returncode != 0 or not text.is_file():
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise SideDockerError(
-                f"the {SUITE} InRelease signature does not verify "
-                f"against {keyring}: {last}"
+                f"the {SUITE} InRelease signature does not verify against {keyring}: {last}"
             )
         return text.read_text(encoding="utf-8")
 
@@ -139,9 +136,7 @@ def _unpack(deb: Path, root: Path) -> None:
         timeout=300,
     )
     if proc.returncode != 0:
-        raise SideDockerError(
-            f"dpkg-deb -x {deb.name} failed: {proc.stderr.strip()}"
-        )
+        raise SideDockerError(f"dpkg-deb -x {deb.name} failed: {proc.stderr.strip()}")
 
 
 def _sha256(path: Path) -> str:

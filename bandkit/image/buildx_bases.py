@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bandkit.dockercli import ImageError, docker, image_exists
 from bandkit.image.bases import python_tag, uv_tag
-from bandkit.image.facts import LOCAL_PYTHON_REPO, LOCAL_UV_REPO, SUITE, uv_version
+from bandkit.image.facts import LOCAL_PYTHON_REPO, LOCAL_UV_REPO, official_suite, uv_version
 
 MAIN_DOCKER_HOST = "unix:///var/run/docker.sock"
 COPY_TIMEOUT_S = 900.0
@@ -28,7 +28,7 @@ Progress = Callable[[str], None]
 
 
 def python_multi_tag() -> str:
-    return f"{LOCAL_PYTHON_REPO}:{SUITE}-multi"
+    return f"{LOCAL_PYTHON_REPO}:{official_suite()}-multi"
 
 
 def uv_multi_tag() -> str:

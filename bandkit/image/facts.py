@@ -21,12 +21,18 @@ BUILD_CA_DIR = KIT_DIR / "build-ca"
 
 IMAGE_NAME = "band-python-kit"
 LOCAL_TAG = f"{IMAGE_NAME}:local"
-SUITE = "bookworm"
 LOCAL_PYTHON_REPO = "local/debian-python"
 LOCAL_UV_REPO = "local/uv"
+# The invoke setting `push` reads (`registry: HOST[:PORT]/NAME` in invoke.yaml); the
+# collection's default is empty: no registry, so `push` uses a local one it starts.
+REGISTRY_SETTING = "registry"
 
 _ARG = re.compile(r"^ARG (?P<name>[A-Z_]+)=(?P<value>\S*)$", re.MULTILINE)
 _UV_TAG = re.compile(r":(?P<version>\d+\.\d+\.\d+)@sha256:[0-9a-f]{64}$")
+# python:<X.Y[.Z]>-[slim-]<debian suite>@sha256:<64 hex>, as the official images are tagged.
+_PYTHON_TAG = re.compile(
+    r":(?P<python>\d+\.\d+(\.\d+)?)-(slim-)?(?P<suite>[a-z]+)@sha256:[0-9a-f]{64}$"
+)
 
 
 @cache
@@ -49,6 +55,26 @@ def uv_version() -> str:
     if match is None:
         raise ValueError(f"UV_IMAGE in {DOCKERFILE} is not pinned as <repo>:X.Y.Z@sha256:<64 hex>")
     return match["version"]
+
+
+def _python_pin() -> re.Match[str]:
+    match = _PYTHON_TAG.search(official_python_base())
+    if match is None:
+        raise ValueError(
+            f"PYTHON_BASE_IMAGE in {DOCKERFILE} is not pinned as "
+            "<repo>:X.Y[.Z]-[slim-]<suite>@sha256:<64 hex>"
+        )
+    return match
+
+
+def official_suite() -> str:
+    """The Debian release of the official base (`trixie`); the local bases debootstrap it."""
+    return _python_pin()["suite"]
+
+
+def official_python_version() -> str:
+    """The Python version of the official base, from its tag (`3.12.13`)."""
+    return _python_pin()["python"]
 
 
 def host_arch() -> str:

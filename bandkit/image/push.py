@@ -10,6 +10,10 @@ Order (the floating tags are the commit point):
    it a registry may answer an old-format digest), never predicting it;
 4. only then move the floating tags, and check each now resolves to the same digest.
 Registry probes speak plain HTTP to loopback registries and HTTPS elsewhere, anonymously.
+
+`push_dev` is the short path's push (`invoke push`): one working tag that is not a release
+tag (so it can never overwrite or move one), pushed as it is; the digest `docker push`
+reports must be the one the registry answers.
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ from dataclasses import dataclass
 
 import httpx
 
-from bandkit.dockercli import ImageError, docker, image_exists, require_docker
+from bandkit.dockercli import ImageError, docker, image_exists, require_docker, require_image
 from bandkit.image.refs import (
     RefError,
     Repository,
     digest_from_push_output,
+    is_floating,
+    is_immutable,
     parse_digest,
     parse_repository,
     publish_order,
@@ -77,9 +83,7 @@ def remote_digest(repo: Repository, tag: str) -> str | None:
     try:
         response = httpx.head(url, headers={"Accept": MANIFEST_ACCEPT}, timeout=PROBE_TIMEOUT_S)
     except httpx.HTTPError as exc:
-        raise ImageError(
-            f"registry {repo.host} unreachable ({exc}); is it up?"
-        ) from None
+        raise ImageError(f"registry {repo.host} unreachable ({exc}); is it up?") from None
     if response.status_code == 404:
         return None
     if response.status_code != 200:
@@ -91,9 +95,7 @@ def remote_digest(repo: Repository, tag: str) -> str | None:
     try:
         return parse_digest(digest)
     except RefError:
-        raise ImageError(
-            f"registry gave no usable digest for {repo.ref(tag)}"
-        ) from None
+        raise ImageError(f"registry gave no usable digest for {repo.ref(tag)}") from None
 
 
 def _push(ref: str) -> str:
@@ -159,3 +161,28 @@ def push(
             raise ImageError(f"{repo.ref(tag)} does not resolve to {digest}")
     progress(f"image.push: digest {digest}")
     return Pushed(f"{repo.host}/{repo.name}", (*immutable, *floating), digest)
+
+
+def push_dev(source: str, registry: str, tag: str, *, progress: Progress = print) -> Pushed:
+    """Push `source` as `registry:tag`, a working tag (moved on every push); the
+    registry's digest pins it. Release tags are refused: they go through `push`."""
+    try:
+        repo = parse_repository(registry)
+    except RefError as exc:
+        raise ImageError(f"{exc}") from None
+    if is_immutable(tag) or is_floating(tag):
+        raise ImageError(
+            f"{tag!r} is a release tag; publish releases with `uv run invoke image.push`"
+        )
+    require_docker("push")
+    require_image(source)
+    progress(f"pushing {repo.ref(tag)}")
+    docker(["tag", source, repo.ref(tag)], 30)
+    reported = _push(repo.ref(tag))
+    answered = remote_digest(repo, tag)
+    if answered != reported:
+        raise ImageError(
+            f"docker push reported {reported} but the registry answers {answered} "
+            f"for {repo.ref(tag)}"
+        )
+    return Pushed(f"{repo.host}/{repo.name}", (tag,), reported)

@@ -8,8 +8,15 @@ import subprocess
 
 import pytest
 
+from bandkit.dockercli import image_exists
 from bandkit.image.bases import python_tag
-from bandkit.image.facts import host_arch, uv_version
+from bandkit.image.facts import (
+    host_arch,
+    official_python_base,
+    official_python_version,
+    official_suite,
+    uv_version,
+)
 from launcher.constants import AGENT_HOME, AGENT_UID, DEFAULT_SDK_HOME
 
 from .conftest import HOME_OVERRIDE, run
@@ -102,7 +109,8 @@ def test_customer_conflicting_pin_leaves_the_sdk_venv_untouched(kit_image: str) 
 set -euo pipefail
 before=$({fingerprint})
 "$BAND_SDK_UV" venv --quiet "$HOME/ws/.venv"
-"$BAND_SDK_UV" pip install --quiet --python "$HOME/ws/.venv/bin/python" httpx==0.23.0
+# 0.27: older than the SDK's, and importable on 3.12 and 3.13 (0.23 needs the removed cgi)
+"$BAND_SDK_UV" pip install --quiet --python "$HOME/ws/.venv/bin/python" httpx==0.27.0
 echo "customer=$("$HOME/ws/.venv/bin/python" -c 'import httpx; print(httpx.__version__)')"
 echo "sdk=$("$BAND_SDK_PYTHON" -c 'import httpx; print(httpx.__version__)')"
 after=$({fingerprint})
@@ -120,8 +128,8 @@ after=$({fingerprint})
     )
     assert proc.returncode == 0, proc.stderr
     facts = dict(line.split("=", 1) for line in proc.stdout.splitlines())
-    assert facts["customer"] == "0.23.0"
-    assert facts["sdk"] != "0.23.0"
+    assert facts["customer"] == "0.27.0"
+    assert facts["sdk"] != "0.27.0"
     assert re.match(r"^\d+\.\d+", facts["sdk"])
     assert facts["untouched"] == "yes"
 
@@ -189,3 +197,53 @@ def test_build_ca_stays_in_the_builder_and_labels_are_set(kit_image: str) -> Non
     assert labels["org.opencontainers.image.licenses"] == "MIT"
     assert labels["org.opencontainers.image.source"].startswith("https://github.com/")
     assert labels["org.opencontainers.image.description"]
+
+
+RELEASE_AND_PYTHON = (
+    '. /etc/os-release; echo "$VERSION_CODENAME"; '
+    'python3 -c "import platform; print(platform.python_version())"'
+)
+
+
+@pytest.mark.parametrize("arch", ["amd64", "arm64"])
+def test_local_base_is_the_official_debian_release(arch: str) -> None:
+    """Official (the Dockerfile's pin) against local (read inside the image); run with -rP."""
+    base = python_tag(arch)
+    if arch != host_arch() and not image_exists(base):
+        pytest.skip(f"{base} not made (`uv run invoke image.bases --arch {arch}`)")
+    proc = subprocess.run(
+        ["docker", "run", "--rm", f"--platform=linux/{arch}", base, "sh", "-c", RELEASE_AND_PYTHON],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    suite, python = proc.stdout.split()
+    print(
+        f"official: Debian {official_suite()}, Python {official_python_version()} "
+        f"({official_python_base().split('@')[0]}, the Dockerfile's pin)"
+    )
+    print(f"local:    Debian {suite}, Python {python} ({base}, {arch}, read inside the image)")
+    assert suite == official_suite()
+    # The one difference left: Debian's own Python minor (the README says so).
+    assert python.split(".")[0] == official_python_version().split(".")[0]
+    assert tuple(map(int, python.split(".")[:2])) >= (3, 11)  # what the SDK project allows
+
+
+def test_kit_image_runs_the_local_bases_python(kit_image: str) -> None:
+    probe = [
+        "bash",
+        "-c",
+        'exec "$BAND_SDK_PYTHON" -c "import platform; print(platform.python_version())"',
+    ]
+    kit = run(kit_image, *probe)
+    base = subprocess.run(
+        ["docker", "run", "--rm", python_tag(host_arch()), "python3", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert kit.returncode == 0, kit.stderr
+    assert base.stdout.split() == ["Python", kit.stdout.strip()]

@@ -22,7 +22,7 @@ from bandkit.image import build as image_build
 from bandkit.image import buildx as image_buildx
 from bandkit.image import buildx_bases as image_buildx_bases
 from bandkit.image.buildx import BuilderFacts, decide
-from bandkit.image.facts import DOCKERFILE, REPO_ROOT, host_arch
+from bandkit.image.facts import DOCKERFILE, REPO_ROOT, host_arch, official_suite
 
 DATA = Path(__file__).parent / "data"
 BOTH = ("linux/amd64", "linux/arm64")
@@ -136,7 +136,7 @@ def test_the_per_arch_plan_keeps_per_arch_tags_and_bases() -> None:
     assert argv[argv.index("--tag") + 1] == "kit:multi-arm64"
     assert "--platform=linux/arm64" in argv
     suffix = "" if host_arch() == "arm64" else "-arm64"
-    assert f"PYTHON_BASE_IMAGE=local/debian-python:bookworm{suffix}" in argv
+    assert f"PYTHON_BASE_IMAGE=local/debian-python:{official_suite()}{suffix}" in argv
 
 
 def test_multi_base_dockerfile_picks_the_stage_by_targetarch() -> None:

@@ -8,7 +8,7 @@ from bandkit.bench import image as image_bench
 from bandkit.dockercli import ImageError
 from bandkit.image import bases as image_bases
 from bandkit.image import push as image_push
-from bandkit.image.facts import host_arch, uv_version
+from bandkit.image.facts import host_arch, official_suite, uv_version
 from bandkit.image.refs import parse_repository
 
 
@@ -43,11 +43,12 @@ def test_unreachable_registry_fails_closed() -> None:
         image_push.remote_digest(repo, "1.0.0")
 
 
-def test_local_base_tags() -> None:
+def test_local_base_tags_carry_the_official_debian_release() -> None:
     arch = host_arch()
     other = "arm64" if arch == "amd64" else "amd64"
-    assert image_bases.python_tag(arch) == "local/debian-python:bookworm"
-    assert image_bases.python_tag(other) == f"local/debian-python:bookworm-{other}"
+    assert official_suite() == "trixie"  # python:3.12.x-slim-trixie in the Dockerfile
+    assert image_bases.python_tag(arch) == "local/debian-python:trixie"
+    assert image_bases.python_tag(other) == f"local/debian-python:trixie-{other}"
     assert image_bases.uv_tag(arch) == f"local/uv:{uv_version()}"
     assert [b.kind for b in image_bases.planned((arch,))] == ["python", "uv"]
 
