@@ -1,8 +1,15 @@
 """The three-agent demo: Maya (PM), Sam (Developer) and Jordan (Architect) in one Band room.
 
-The pure parts, importable and unit-tested:
+The pure parts (no IO, no clock), importable and unit-tested:
 
-* ``breaker``: the circuit breaker that bounds the meeting (no IO, no clock);
+* ``cast``: the roles, names, sandboxes and descriptions;
+* ``breaker``: the circuit breaker that bounds the meeting;
 * ``projection``: room messages projected to what the breaker observes;
-* ``settings``: the breaker's caps and timers from ``DEMO_*`` environment variables.
+* ``settings``: the breaker's caps and timers from ``DEMO_*`` environment variables;
+* ``scenario``: the scenario files that script the agents;
+* ``speech``: the conductor's words and the transcript's line format.
+
+The host-side conductor (``conductor``, with ``room``, its human-API client, and
+``observer``, its WebSocket/poll feed) and the scripted brain (``brain``, copied into each
+workspace under ``agents/``). The orchestration around them is ``bandkit.demo``.
 """

@@ -38,7 +38,9 @@ Timers run only on the ``now`` given to ``poll``, never on message timestamps, s
 clock skew cannot move them; a decided meeting lasts at most ``wall_clock_s`` plus its tail
 (grace or open floor). After a terminal action, or once a ``with breaker:`` block is left,
 ``poll`` returns ``[]`` and ``record`` does nothing. Every terminal transition records
-``stop_reason``, a sentence naming the cause.
+``stop_reason``, a sentence naming the cause, and ``stop_cause``, the same as a
+``StopCause`` value; ``verdict_reached`` says whether a decision was ever recorded (a
+presenter may end a decided meeting).
 """
 
 from __future__ import annotations
@@ -68,6 +70,17 @@ class Action(StrEnum):
     OPEN_FLOOR = "open_floor"  # interactive: the verdict is in, the presenter has the room
     HARD_KILL = "hard_kill"  # terminal: undecided meeting over its cap or wall clock
     TERMINATE_OK = "terminate_ok"  # terminal: a clean end
+
+
+class StopCause(StrEnum):
+    """Why the breaker stopped: the machine-readable twin of ``stop_reason``."""
+
+    GRACE = "grace"  # decided, headless: closed after the grace period
+    OPEN_FLOOR_IDLE = "open_floor_idle"  # decided, interactive: the presenter went quiet
+    PRESENTER_END = "presenter_end"  # the presenter's end phrase, decided or not
+    HARD_CAP = "hard_cap"  # undecided: too many counted messages
+    WALL_CLOCK = "wall_clock"  # undecided: out of time
+    LEFT_BLOCK = "left_block"  # the conductor left the guarded block (error, interrupt)
 
 
 class Phase(StrEnum):
@@ -173,6 +186,8 @@ class CircuitBreaker:
         # presenter activity in OPEN_FLOOR). None means "stamp it at the next poll".
         self._since: float | None = None
         self._stop_reason: str | None = None
+        self._stop_cause: StopCause | None = None
+        self._verdict = False  # a decision was recorded at some point
 
     @property
     def phase(self) -> Phase:
@@ -189,6 +204,11 @@ class CircuitBreaker:
         return self._counted
 
     @property
+    def design_messages(self) -> int:
+        """PM and developer messages while the architect was absent (the soft cap's count)."""
+        return self._design
+
+    @property
     def stopped(self) -> bool:
         """True once a terminal action was returned or the guarded block was left."""
         return self._phase is Phase.STOPPED
@@ -197,6 +217,16 @@ class CircuitBreaker:
     def stop_reason(self) -> str | None:
         """Why the meeting stopped, as a sentence; None while it runs."""
         return self._stop_reason
+
+    @property
+    def stop_cause(self) -> StopCause | None:
+        """Why the meeting stopped, as a ``StopCause``; None while it runs."""
+        return self._stop_cause
+
+    @property
+    def verdict_reached(self) -> bool:
+        """True once an architect decision was recorded (it stays True after the stop)."""
+        return self._verdict
 
     def __enter__(self) -> Self:
         return self
@@ -210,7 +240,7 @@ class CircuitBreaker:
         """Leaving the block stops the breaker for good; an exception propagates."""
         if self._phase is not Phase.STOPPED:
             cause = "" if exc_type is None else f" on {exc_type.__name__}"
-            self._stop(None, f"conductor left the guarded block{cause}")
+            self._stop(None, f"conductor left the guarded block{cause}", StopCause.LEFT_BLOCK)
 
     def note_architect_present(self) -> None:
         """The conductor confirmed the architect is a participant: no nudge or add is needed."""
@@ -235,7 +265,7 @@ class CircuitBreaker:
                 self._phase = Phase.HANDOFF_REQUESTED
         elif msg.sender_class is SenderClass.ARCHITECT:
             if msg.is_final_decision and self._phase not in DECIDED_PHASES:
-                self._phase, self._since = Phase.DECIDED, None
+                self._phase, self._since, self._verdict = Phase.DECIDED, None, True
             elif self._phase in ARCHITECT_ABSENT:
                 self._phase = Phase.ARCHITECT_PRESENT
 
@@ -251,7 +281,9 @@ class CircuitBreaker:
             case Phase.STOPPED:
                 return []
             case Phase.ENDING:
-                return self._stop(Action.TERMINATE_OK, "presenter ended the meeting")
+                return self._stop(
+                    Action.TERMINATE_OK, "presenter ended the meeting", StopCause.PRESENTER_END
+                )
             case Phase.DECIDED:
                 return self._poll_decided(now)
             case Phase.OPEN_FLOOR:
@@ -267,7 +299,7 @@ class CircuitBreaker:
                 return [Action.OPEN_FLOOR]
         if now - self._since >= cfg.grace_s:
             reason = f"decided (architect verdict), closed after {cfg.grace_s:g} s grace"
-            return self._stop(Action.TERMINATE_OK, reason)
+            return self._stop(Action.TERMINATE_OK, reason, StopCause.GRACE)
         return []
 
     def _poll_open_floor(self, now: float) -> list[Action]:
@@ -275,15 +307,18 @@ class CircuitBreaker:
             self._since = now
         idle = self.config.open_floor_idle_s
         if now - self._since >= idle:
-            return self._stop(Action.TERMINATE_OK, f"open floor idle for {idle:g} s")
+            reason = f"open floor idle for {idle:g} s"
+            return self._stop(Action.TERMINATE_OK, reason, StopCause.OPEN_FLOOR_IDLE)
         return []
 
     def _poll_undecided(self, now: float) -> list[Action]:
         cfg = self.config
         if self._counted >= cfg.hard_cap:
-            return self._stop(Action.HARD_KILL, f"hard cap of {cfg.hard_cap} messages reached")
+            reason = f"hard cap of {cfg.hard_cap} messages reached"
+            return self._stop(Action.HARD_KILL, reason, StopCause.HARD_CAP)
         if now - self._start >= cfg.wall_clock_s:
-            return self._stop(Action.HARD_KILL, f"wall clock of {cfg.wall_clock_s:g} s reached")
+            reason = f"wall clock of {cfg.wall_clock_s:g} s reached"
+            return self._stop(Action.HARD_KILL, reason, StopCause.WALL_CLOCK)
         actions: list[Action] = []
         if self._phase in MAY_NUDGE and self._design >= cfg.soft_cap:
             self._phase = Phase.NUDGED
@@ -293,7 +328,8 @@ class CircuitBreaker:
             actions.append(Action.ADD_ARCHITECT)
         return actions
 
-    def _stop(self, action: Action | None, reason: str) -> list[Action]:
+    def _stop(self, action: Action | None, reason: str, cause: StopCause) -> list[Action]:
         """The one terminal transition: record why, stop, and return the terminal action."""
-        self._phase, self._since, self._stop_reason = Phase.STOPPED, None, reason
+        self._phase, self._since = Phase.STOPPED, None
+        self._stop_reason, self._stop_cause = reason, cause
         return [] if action is None else [action]

@@ -174,10 +174,16 @@ class RoomProjector:
 
     def project(self, batch: Iterable[RoomMessage]) -> list[ObservedMessage]:
         """The new messages of ``batch``, projected, oldest first; marks every id seen."""
+        return [observed for _, observed in self.project_pairs(batch)]
+
+    def project_pairs(
+        self, batch: Iterable[RoomMessage]
+    ) -> list[tuple[RoomMessage, ObservedMessage]]:
+        """Like ``project``, each projection beside its message (for the transcript)."""
         messages = list(batch)
         fresh = select_new(messages, seen=self._seen, own_post_ids=self._own_posts)
         self._seen.update(message.id for message in messages)
-        return [to_observed(message, self.roster, self._own_posts) for message in fresh]
+        return [(m, to_observed(m, self.roster, self._own_posts)) for m in fresh]
 
 
 def from_band_rest(obj: object) -> RoomMessage:

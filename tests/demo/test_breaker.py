@@ -32,6 +32,7 @@ from examples.docker_demo.breaker import (
     ObservedMessage,
     Phase,
     SenderClass,
+    StopCause,
 )
 
 SENDERS = {
@@ -62,6 +63,14 @@ REASONS = {
     "grace0": "decided (architect verdict), closed after 0 s grace",
     "idle": "open floor idle for 30 s",
     "ended": "presenter ended the meeting",
+}
+CAUSES = {
+    "hard": StopCause.HARD_CAP,
+    "wall": StopCause.WALL_CLOCK,
+    "grace": StopCause.GRACE,
+    "grace0": StopCause.GRACE,
+    "idle": StopCause.OPEN_FLOOR_IDLE,
+    "ended": StopCause.PRESENTER_END,
 }
 VERDICT_LIVE = "arch@10+verdict ?10=open"  # interactive: the floor opens at t=10
 
@@ -184,9 +193,15 @@ SCENARIOS = [
 def test_scenario(config: BreakerConfig, script: str) -> None:
     cb = CircuitBreaker(config, start_time=0.0)
     play(cb, script)
-    expected = [REASONS[token[1:]] for token in script.split() if token.startswith("!")]
-    assert cb.stop_reason == (expected[0] if expected else None)
-    assert cb.stopped is bool(expected)
+    keys = [token[1:] for token in script.split() if token.startswith("!")]
+    assert cb.stop_reason == (REASONS[keys[0]] if keys else None)
+    assert cb.stop_cause is (CAUSES[keys[0]] if keys else None)
+    assert cb.stopped is bool(keys)
+    verdicts = [token for token in script.split() if "+verdict" in token]
+    if keys and keys[0] in ("grace", "grace0", "idle"):
+        assert cb.verdict_reached
+    if not verdicts:
+        assert not cb.verdict_reached
 
 
 def test_recorded_but_not_counted() -> None:
@@ -214,6 +229,7 @@ def test_guarded_block_stops_the_breaker() -> None:
         assert cb.stop_reason is None
     assert cb.stopped
     assert cb.stop_reason == "conductor left the guarded block"
+    assert cb.stop_cause is StopCause.LEFT_BLOCK
     cb.record(ObservedMessage(SenderClass.ARCHITECT, 1, is_final_decision=True))
     assert cb.poll(1000) == []
 

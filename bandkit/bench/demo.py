@@ -1,0 +1,100 @@
+"""Demo benchmark: `invoke demo.up --scenario happy` on the local runtime, as a user runs it.
+
+Each round is a fresh `python -m invoke demo.up --platform local --runtime local
+--headless` process in one scratch run directory: the demo starts its own emulator,
+provisions the three agents, runs them through the kit launcher and tears it all down.
+Timed from the host: command -> verdict (the `VERDICT:` transcript line appears) and
+verdict -> clean teardown (the process exits 0; `DEMO_GRACE_S=0`, so this is the
+closer plus the teardown). The first round is cold (a new uv cache, and as root a new
+SDK home); the rest reuse the caches. Targets: verdict <= 30 s, teardown <= 10 s. The
+upstream demo needs sbx, Docker and LLM keys, so there is nothing to compare here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Final
+
+from bandkit.demo.layout import DemoLayout
+
+REPO: Final = Path(__file__).resolve().parents[2]
+WARM_ROUNDS: Final = 3
+TARGET_VERDICT_S: Final = 30.0
+TARGET_TEARDOWN_S: Final = 10.0
+ROUND_TIMEOUT_S: Final = 600.0
+
+
+def _round(run_dir: Path) -> tuple[float, float]:
+    """(command -> verdict, verdict -> exit) seconds for one happy run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BAND_", "DEMO_"))}
+    env.update(PYTHONUNBUFFERED="1", DEMO_GRACE_S="0")
+    argv = [
+        sys.executable,
+        "-m",
+        "invoke",
+        "demo.up",
+        "--platform",
+        "local",
+        "--runtime",
+        "local",
+        "--headless",
+        "--scenario",
+        "happy",
+        "--run-dir",
+        str(run_dir),
+    ]
+    started = time.monotonic()
+    process = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    verdict_at = None
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if verdict_at is None and "VERDICT:" in line:
+            verdict_at = time.monotonic()
+    code = process.wait(ROUND_TIMEOUT_S)
+    ended = time.monotonic()
+    if code != 0 or verdict_at is None:
+        raise RuntimeError(f"demo.up exited {code} without a verdict:\n{''.join(lines[-20:])}")
+    return verdict_at - started, ended - verdict_at
+
+
+def run() -> list[str]:
+    run_dir = Path(tempfile.mkdtemp(prefix="bench-demo-"))
+    box_root = DemoLayout.for_run_dir(run_dir).box_root
+    try:
+        cold = _round(run_dir)
+        warm = [_round(run_dir) for _ in range(WARM_ROUNDS)]
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(box_root, ignore_errors=True)
+    verdict = statistics.median(v for v, _ in warm)
+    teardown = statistics.median(t for _, t in warm)
+
+    def mark(value: float, target: float) -> str:
+        return "within" if value <= target else "OVER"
+
+    return [
+        "demo happy on the local runtime (own emulator, 3 agents via the kit launcher, "
+        "DEMO_GRACE_S=0):",
+        f"  cold: command -> verdict {cold[0]:.1f} s; verdict -> clean teardown {cold[1]:.1f} s",
+        f"  warm, median of {WARM_ROUNDS}: command -> verdict {verdict:.1f} s "
+        f"({mark(verdict, TARGET_VERDICT_S)} the {TARGET_VERDICT_S:g} s target); "
+        f"verdict -> clean teardown {teardown:.1f} s "
+        f"({mark(teardown, TARGET_TEARDOWN_S)} the {TARGET_TEARDOWN_S:g} s target)",
+    ]

@@ -1,0 +1,170 @@
+"""The three agents on the platform and in their sandboxes: sweep, provision, create, wait.
+
+* `sweep_stale`: delete agents an earlier, unrecorded run left behind: only agents named
+  like a demo member whose description carries the `[band-demo]` marker. A failed listing
+  is reported and skipped (the registration that follows says if a name is still taken).
+* `provision_cast`: `bandkit.kit.provision` for each role without creating the sandbox:
+  register, write agent.id into the staged band.yaml, store the key as a proxy-managed
+  secret scoped to the sandbox name (all recorded in the manifest first).
+* `create_sandboxes`: one sandbox per role with the platform's env and egress.
+* `wait_connected`: until every agent's startup log says it is connected, with a deadline
+  and a progress line; a sandbox that stops first fails at once with its log's tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Final
+
+from bandkit.demo.errors import DemoError
+from bandkit.kit.platform_api import NO_RETRY, client, delete_agent
+from bandkit.kit.provision import ProvisionError, ProvisionRequest, provision, sandbox_env
+from bandkit.manifest import Manifest
+from bandkit.runtimes.base import Runtime, SandboxError, SandboxSpec, SandboxStatus
+from examples.docker_demo.cast import CAST, DEMO_NAMES, READY_LINE, Role, is_demo_agent
+
+Log = Callable[[str], None]
+CONNECT_TIMEOUT_S: Final = 300.0  # a cold first run syncs three venvs
+PROGRESS_EVERY_S: Final = 5.0
+PROBE_EVERY_S: Final = 0.2
+LOG_TAIL_LINES: Final = 15
+
+
+async def _sweep(api_key: str, rest_url: str, log: Log) -> list[str]:
+    stale: list[tuple[str, str]] = []
+    async with client(api_key, rest_url) as rest:
+        for name in sorted(DEMO_NAMES):
+            try:
+                response = await rest.human_api_agents.list_my_agents(
+                    name=name, request_options=NO_RETRY
+                )
+            except Exception as exc:  # tolerated: registration reports a taken name
+                log(f"sweep: cannot list agents named {name!r} ({type(exc).__name__}); skipped")
+                continue
+            stale += [
+                (str(a.id), a.name)
+                for a in response.data or []
+                if is_demo_agent(a.name, getattr(a, "description", None))
+            ]
+    for agent_id, name in stale:
+        await delete_agent(api_key=api_key, rest_url=rest_url, agent_id=agent_id)
+        log(f"sweep: deleted stale demo agent {name} ({agent_id})")
+    return [agent_id for agent_id, _ in stale]
+
+
+def sweep_stale(*, api_key: str, rest_url: str, log: Log) -> list[str]:
+    """Delete stale demo agents; returns their ids."""
+    try:
+        return asyncio.run(_sweep(api_key, rest_url, log))
+    except Exception as exc:
+        raise DemoError(f"sweeping stale demo agents failed: {type(exc).__name__}") from None
+
+
+def requests_for(workspaces: Mapping[Role, Path], rest_url: str) -> dict[Role, ProvisionRequest]:
+    return {
+        role: ProvisionRequest(
+            name=CAST[role].sandbox,
+            description=CAST[role].description,
+            workspace=workspaces[role],
+            rest_url=rest_url,
+            agent_name=CAST[role].name,
+            create=False,
+        )
+        for role in Role
+    }
+
+
+def provision_cast(
+    requests: Mapping[Role, ProvisionRequest],
+    *,
+    api_key: str,
+    runtime: Runtime,
+    manifest: Manifest,
+    log: Log,
+) -> dict[Role, str]:
+    """Register the three agents and keep their keys; returns each role's agent id."""
+    ids: dict[Role, str] = {}
+    for role, request in requests.items():
+        try:
+            result = provision(request, api_key=api_key, runtime=runtime, manifest=manifest)
+        except ProvisionError as exc:
+            raise DemoError(f"provisioning {CAST[role].name}: {exc}") from None
+        ids[role] = result.agent_id
+        log(f"provision: {CAST[role].name} is agent {result.agent_id} ({request.name})")
+    return ids
+
+
+def create_sandboxes(
+    requests: Mapping[Role, ProvisionRequest],
+    *,
+    runtime: Runtime,
+    kit: str | None,
+    image: str | None,
+    log: Log,
+) -> None:
+    for role, request in requests.items():
+        env, egress = sandbox_env(request)
+        spec = SandboxSpec(
+            name=request.name,
+            workspaces=(request.workspace,),
+            kit=kit,
+            image=image,
+            env=env,
+            egress=egress,
+        )
+        try:
+            runtime.create(spec)
+        except SandboxError as exc:
+            raise DemoError(f"creating the sandbox of {CAST[role].name}: {exc}") from None
+        log(f"sandbox: {request.name} created ({runtime.name.value})")
+
+
+def _tail(text: str, secrets: tuple[str, ...]) -> str:
+    lines = "\n".join(text.strip().splitlines()[-LOG_TAIL_LINES:])
+    for secret in secrets:
+        if secret:
+            lines = lines.replace(secret, "***")
+    return lines
+
+
+def wait_connected(
+    runtime: Runtime,
+    *,
+    timeout_s: float = CONNECT_TIMEOUT_S,
+    log: Log,
+    redact: tuple[str, ...] = (),
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> float:
+    """Block until all three agents are connected; returns the seconds it took."""
+    start = clock()
+    pending = {CAST[role].sandbox: CAST[role].name for role in Role}
+    next_report = start + PROGRESS_EVERY_S
+    while pending:
+        for sandbox, name in list(pending.items()):
+            startup = runtime.logs(sandbox).startup
+            if READY_LINE in startup:
+                del pending[sandbox]
+                log(f"agents: {name} connected after {clock() - start:.1f} s")
+            elif runtime.status(sandbox) is not SandboxStatus.RUNNING:
+                raise DemoError(
+                    f"{name}'s sandbox {sandbox} stopped before its agent connected; the "
+                    f"end of its log:\n{_tail(startup, redact)}"
+                )
+        now = clock()
+        if pending and now - start > timeout_s:
+            sandbox, name = next(iter(pending.items()))
+            raise DemoError(
+                f"not connected within {timeout_s:g} s: {', '.join(pending.values())}; the "
+                f"end of {name}'s log:\n{_tail(runtime.logs(sandbox).startup, redact)}\n"
+                "(re-run with --keep, then `uv run invoke demo.logs --role <role>`)"
+            )
+        if pending and now >= next_report:
+            log(f"agents: waiting for {', '.join(pending.values())} ({now - start:.0f} s)")
+            next_report = now + PROGRESS_EVERY_S
+        if pending:
+            sleep(PROBE_EVERY_S)
+    return clock() - start

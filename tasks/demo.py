@@ -1,0 +1,98 @@
+"""`demo.*`: the three-agent design meeting (bandkit/demo/, examples/docker_demo/).
+
+Exit codes of `demo.up`: 0 verdict reached, 1 failure, 2 the presenter ended it before a
+verdict, 3 hard kill on the message cap, 4 hard kill on the wall clock, 130 interrupted
+(Ctrl-C/SIGTERM; torn down). See examples/docker_demo/README.md.
+"""
+
+from __future__ import annotations
+
+from invoke.context import Context
+from invoke.exceptions import Exit
+from invoke.tasks import task
+
+from bandkit.errors import BandkitError
+from tasks._common import RUN_DIR_HELP, need, reports, resolve_run_dir
+
+
+@task(
+    name="up",
+    auto_shortflags=False,
+    help={
+        "platform": "local (the emulator; default) or real (BAND_REST_URL, BAND_WS_URL, "
+        "BAND_API_KEY_USER)",
+        "runtime": "auto (sbx, else docker, else local), sbx, docker or local",
+        "brains": "scripted (deterministic, offline; the default); stub and real are not built",
+        "scenario": "happy (default), no-handoff, runaway, slow, silent-architect, presenter-end",
+        "topic": "what the meeting is about",
+        "headless": "close after the grace period instead of opening the floor after the verdict",
+        "keep": "leave everything running afterwards (`demo.down` removes it)",
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("demo.up")
+def demo_up(
+    c: Context,
+    platform: str = "local",
+    runtime: str = "auto",
+    brains: str = "scripted",
+    scenario: str = "happy",
+    topic: str = "",
+    headless: bool = False,
+    keep: bool = False,
+    run_dir: str = "",
+) -> None:
+    """Hold the design meeting: Maya (PM), Sam (Dev), Jordan (Architect), each sandboxed."""
+    from bandkit.demo.options import UpOptions
+    from bandkit.demo.run import up
+    from examples.docker_demo.cast import DEFAULT_TOPIC
+
+    result = up(
+        UpOptions(
+            run_dir=resolve_run_dir(c, run_dir),
+            platform=platform,
+            runtime=runtime,
+            brains=brains,
+            scenario=need(scenario, "--scenario", "happy"),
+            topic=topic or DEFAULT_TOPIC,
+            headless=headless,
+            keep=keep,
+        )
+    )
+    if result.exit_code:
+        raise Exit(code=result.exit_code)
+
+
+@task(name="down", help={"run_dir": RUN_DIR_HELP})
+@reports("demo.down")
+def demo_down(c: Context, run_dir: str = "") -> None:
+    """Remove exactly what the last demo run recorded; safe to re-run until clean."""
+    from bandkit.demo.teardown import down
+
+    if not down(resolve_run_dir(c, run_dir), log=print):
+        raise BandkitError("some resources remain (listed above); fix what each says and re-run")
+
+
+@task(name="status", help={"run_dir": RUN_DIR_HELP})
+@reports("demo.status")
+def demo_status(c: Context, run_dir: str = "") -> None:
+    """Say what a demo run has recorded, whether its sandboxes run, and its room page."""
+    from bandkit.demo.status import status_lines
+
+    print("\n".join(status_lines(resolve_run_dir(c, run_dir))))
+
+
+@task(
+    name="logs",
+    help={
+        "role": "pm, dev or architect",
+        "lines": "how many of the last lines of each log (default 60)",
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("demo.logs")
+def demo_logs(c: Context, role: str = "", lines: int = 60, run_dir: str = "") -> None:
+    """Show the end of one demo agent's startup and launcher logs (a `--keep` run)."""
+    from bandkit.demo.status import role_logs
+
+    print(role_logs(resolve_run_dir(c, run_dir), need(role, "--role", "pm"), lines=lines))
