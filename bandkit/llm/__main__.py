@@ -1,0 +1,5 @@
+"""`python -m bandkit.llm --help`."""
+
+from bandkit.llm.cli import main
+
+raise SystemExit(main())
