@@ -2,9 +2,11 @@
 
 Upstream's launcher builds band-sdk's `LogSettings` (pydantic-settings: prefix `BAND_`,
 names case-insensitive, empty values ignored) with the console and file styles pinned
-to `standard`, then `for_application()`. Importing pydantic-settings costs more than
-this launcher's whole fast path, so this module re-states the same rules in plain
-Python; tests/launcher/test_logconfig.py pins them to `LogSettings` value for value.
+to `standard`, then `for_application()`. `LogSettings` lives in `band.config.logs`, so
+importing it imports the whole `band` package: more than upstream's own launcher
+modules cost (the bench measured 0.7-1.1x upstream's start with it). This module
+re-states the same rules in plain Python instead; tests/launcher/test_logconfig.py
+pins them to `LogSettings` value for value.
 
 | variable | default | rule (as LogSettings) |
 |---|---|---|

@@ -8,6 +8,11 @@ band.yaml and the same warm venv, in alternating order within one run:
 - ours:     `python -m launcher`
 - upstream: `python -m band.docker.launcher` (band-sdk 6.0.1)
 
+The SDK venv is byte-compiled, as the image ships it (`UV_COMPILE_BYTECODE=1`: the
+venv is read-only at runtime, so a launcher run as uid 1000 can never cache .pyc
+files itself); BENCH_LAUNCHER_BYTECODE=0 leaves third-party packages uncompiled
+(every start then compiles pydantic, and upstream band-sdk too, from source).
+
 The clock starts just before the process is spawned and stops when the agent's
 first line arrives. "Warm" means both launchers have already launched this
 workspace once (venv synced, nothing changed since). Agents measured: a trivial
@@ -33,6 +38,7 @@ from bandkit.runtimes.sdk_home import SdkHome, build_sdk_home
 
 AGENT_UID = 1000
 REPETITIONS = int(os.environ.get("BENCH_LAUNCHER_REPS", "9"))
+BYTECODE = os.environ.get("BENCH_LAUNCHER_BYTECODE", "1") != "0"
 TIMEOUT_S = 600.0
 TARGET_RATIO = 0.3
 STARTER = Path(__file__).resolve().parents[2] / "docker" / "band_python_kit" / "echo-agent"
@@ -94,6 +100,17 @@ def _workspace(root: Path, name: str, sdk: SdkHome, *, starter: bool) -> Path:
     (workspace / "band.yaml").write_text(yaml.safe_dump(config))
     home.mkdir(parents=True)
     return workspace
+
+
+def _compile_bytecode(sdk: SdkHome) -> None:
+    """Byte-compile the SDK venv's site-packages, as the image's UV_COMPILE_BYTECODE=1."""
+    for site in (sdk.root / "venv" / "lib").glob("python3*/site-packages"):
+        subprocess.run(
+            [str(sdk.python), "-m", "compileall", "-q", "-j", "0", str(site)],
+            check=True,
+            timeout=TIMEOUT_S,
+            stdout=subprocess.DEVNULL,
+        )
 
 
 def _env(sdk: SdkHome, workspace: Path, **extra: str) -> dict[str, str]:
@@ -177,6 +194,8 @@ def run() -> list[str]:
     root.chmod(0o755)
     try:
         sdk = build_sdk_home(root / "sdk", with_band_sdk=True)
+        if BYTECODE:
+            _compile_bytecode(sdk)
         (root / "uv-cache").mkdir()
         trivial = _workspace(root, "trivial", sdk, starter=False)
         echo = _workspace(root, "echo", sdk, starter=True)
@@ -204,8 +223,10 @@ def run() -> list[str]:
                 stream="stderr",
             ),
         ]
+        bytecode = "byte-compiled, as the image" if BYTECODE else "NOT byte-compiled"
         lines = [
-            f"setup: both launchers as uid {AGENT_UID} via setpriv, SDK venv on /usr/bin/python3, "
+            f"setup: both launchers as uid {AGENT_UID} via setpriv, SDK venv on /usr/bin/python3 "
+            f"({bytecode}), "
             f"same workspace and warm venv, alternating, {REPETITIONS} runs each, "
             f"{os.cpu_count()} CPUs",
         ]
