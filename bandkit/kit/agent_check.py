@@ -45,9 +45,7 @@ def home_title(name: str) -> str:
     return f"kit: {name}"
 
 
-def home_room(
-    manifest: Manifest, *, api_key: str, rest_url: str, name: str, agent_id: str
-) -> str:
+def home_room(manifest: Manifest, *, api_key: str, rest_url: str, name: str, agent_id: str) -> str:
     """The agent's home room id: the recorded one, else a new one (recorded first)."""
     title = home_title(name)
     entry = manifest.find(Kind.ROOM, room_key(rest_url, title))

@@ -118,8 +118,7 @@ def validate_band_yaml(raw: bytes, *, expected_id: str, shown: Path) -> None:
         spec = validated_spec(parse_document(raw, shown), trusted_digest=None)
     except LauncherError as exc:
         raise BandYamlError(
-            f"{shown} no longer validates after writing agent.id, so it was "
-            f"left unchanged: {exc}"
+            f"{shown} no longer validates after writing agent.id, so it was left unchanged: {exc}"
         ) from None
     if spec.agent_id != expected_id:
         raise BandYamlError(f"wrote agent.id to {shown} but it did not round-trip; check the file")
