@@ -30,6 +30,7 @@ from launcher.handoff import ResolvedLaunch
 from launcher.identity import require_agent_uid
 from launcher.paths import require_project_present, resolve_paths, runtime_path_problem
 from launcher.stamp import base_interpreter, read_stamp, trusted_config_digest
+from launcher.urls import shown_endpoint
 
 logger = logging.getLogger("launcher")
 
@@ -73,8 +74,8 @@ def resolve_launch(
         document.path,
         "validated before, unchanged" if document.digest == trusted else "validated",
         agent_id,
-        endpoints.rest_url,
-        endpoints.ws_url,
+        shown_endpoint(endpoints.rest_url),
+        shown_endpoint(endpoints.ws_url),
     )
     if endpoints.insecure:
         logger.warning(

@@ -17,6 +17,23 @@ def redact_url(value: str) -> str:
     return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
 
 
+def shown_endpoint(value: str) -> str:
+    """`value` as it may appear in a log: scheme://host[:port] and the path masked.
+
+    A host-side credential proxy hands the sandbox URLs whose first path segment is the
+    box's access token; a log line must never carry it. The platform's own paths (`/`,
+    the socket path) carry nothing, but the rule is the same for every URL: origin only.
+    """
+    try:
+        parts = urlsplit(redact_url(value))
+    except ValueError:
+        return "<unparseable URL>"
+    if not parts.netloc:
+        return "<unparseable URL>"
+    suffix = "/..." if parts.path not in ("", "/") or parts.query else ""
+    return f"{parts.scheme}://{parts.netloc}{suffix}"
+
+
 def endpoint_problem(value: str, *, scheme: str, insecure_scheme: str, allow_insecure: bool) -> str:
     """Why `value` is not an acceptable endpoint, or "" when it is.
 

@@ -17,7 +17,7 @@ from invoke.tasks import task
 
 from bandkit import doctor as doctor_mod
 from bandkit.errors import BandkitError
-from tasks import ci, emulator, image, kit
+from tasks import ci, demo, emulator, image, kit, llm, sandbox_smoke, shortcuts
 from tasks._common import RUN_DIR_DEFAULT, reports
 
 
@@ -37,8 +37,14 @@ def doctor(c: Context) -> None:
 
 
 ns = Collection(doctor)
+ns.add_task(shortcuts.build)
+ns.add_task(shortcuts.push)
 ns.add_collection(Collection.from_module(ci))
 ns.add_collection(Collection.from_module(image))
 ns.add_collection(Collection.from_module(kit))
 ns.add_collection(Collection.from_module(emulator, name="platform"))
+ns.add_collection(Collection.from_module(demo))
+ns.add_collection(Collection.from_module(sandbox_smoke, name="smoke"))
+ns.add_collection(Collection.from_module(llm))
 ns.configure({"run_dir": RUN_DIR_DEFAULT})
+ns.configure(shortcuts.CONFIG)

@@ -161,3 +161,46 @@ def kit_ping(
     )
     print(pong.reply)
     print(f"kit.ping: answered in {pong.seconds * 1000:.0f} ms")
+
+
+@task(
+    name="allow",
+    auto_shortflags=False,
+    help={
+        "name": "the --name given to kit.provision (a docker sandbox)",
+        "host": "host to allow: host, host:port, *.domain, **.domain or an IP (no port: 80/443)",
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("kit.allow")
+def kit_allow(c: Context, name: str = "", host: str = "", run_dir: str = "") -> None:
+    """Let sandbox NAME reach HOST through its egress proxy (recorded; unprovision removes it)."""
+    from bandkit.kit import policy
+
+    rule = policy.allow(
+        name=need(name, "--name", "my-agent"),
+        host=need(host, "--host", "api.example.com"),
+        run_dir=resolve_run_dir(c, run_dir),
+    )
+    print(f"kit.allow: {name} may reach {rule}")
+
+
+@task(
+    name="policy-log",
+    auto_shortflags=False,
+    help={
+        "name": "the --name given to kit.provision (a docker sandbox)",
+        "json": "print sbx policy log --json's shape (blocked_hosts / allowed_hosts)",
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("kit.policy-log")
+def kit_policy_log(c: Context, name: str = "", json: bool = False, run_dir: str = "") -> None:
+    """Print every request sandbox NAME made out: allowed or blocked, with the rule."""
+    from bandkit.kit import policy
+
+    print(
+        policy.policy_log(
+            name=need(name, "--name", "my-agent"), run_dir=resolve_run_dir(c, run_dir), as_json=json
+        )
+    )

@@ -15,4 +15,8 @@ BENCHES: dict[str, str] = {
     "emulator": "emulator",
     "emulator_rooms": "emulator_rooms",
     "runtimes": "runtimes",
+    "demo": "demo",
+    "smoke": "smoke",
+    "newcomer": "newcomer",
+    "proxy": "proxy",
 }

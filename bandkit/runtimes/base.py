@@ -10,6 +10,7 @@ through `warnings`.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,10 @@ from bandkit.errors import BandkitError
 from bandkit.manifest import Kind, Manifest, Remover
 
 PROXY_MANAGED_PLACEHOLDER = "proxy-managed"  # == launcher.constants.PROXY_MANAGED (tested)
+# A sandbox name is joined into host paths (run dirs, keychain files, box roots) and put
+# into CLI argv (docker, sbx): lower-case letters, digits and `-`, starting alphanumeric,
+# at most 63 characters (one DNS label), so it can never be `..`, a path or an option.
+SANDBOX_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 
 
 class RuntimeName(StrEnum):
@@ -39,10 +44,25 @@ class SandboxError(BandkitError):
     """A runtime operation failed; the message names the operation and is safe to log."""
 
 
+def validate_name(name: object) -> str:
+    """`name` when it is a valid sandbox name; SandboxError otherwise.
+
+    Every runtime calls this before a name reaches a path join or a command line.
+    """
+    if not isinstance(name, str) or SANDBOX_NAME.fullmatch(name) is None:
+        shown = repr(name)[:80]
+        raise SandboxError(
+            f"invalid sandbox name {shown}: use 1-63 lower-case letters, digits and '-', "
+            "starting with a letter or digit (e.g. my-agent)"
+        )
+    return name
+
+
 @dataclass(frozen=True)
 class Secret:
     """A credential for a sandbox: the sandbox sees `placeholder` in `env`; requests to
-    `hosts` carry `value` instead (docker, which has no proxy, gets `value` itself)."""
+    `hosts` carry `value` instead (docker puts `value` itself into the container only
+    for a sandbox the operator opted into the env-file tier)."""
 
     env: str
     hosts: tuple[str, ...]

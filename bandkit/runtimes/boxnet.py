@@ -2,14 +2,19 @@
 the host's egress settings it inherits.
 
 `start_proxy` runs `keyproxy` (tagged `proxy_tag(root)`, so `hostbox.stop` ends it) for
-each endpoint whose host an `Injection` targets, and returns the env that points the agent
-at it. `trust_bundle` writes this host's CA bundle plus a TLS platform's CA.
+each pinned platform endpoint whose host an `Injection` targets, and returns the env that
+points the agent at it. The endpoints are pinned host-side (`pinned_endpoints`: the
+operator's BAND_REST_URL / BAND_WS_URL, else production), never taken from the
+workspace; each start draws a fresh per-box token that the proxy requires on every
+request (see `keyproxy`). The proxy process gets a minimal environment, its config (keys,
+token) on stdin. `trust_bundle` writes this host's CA bundle plus a TLS platform's CA.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -18,13 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-import yaml
-
 from bandkit.errors import BandkitError
-from bandkit.runtimes import processes
+from bandkit.fsio import read_regular
+from bandkit.runtimes import keyproxy, processes
 
 PROXY_START_TIMEOUT_S = 15.0
 INSECURE_ENV = "BAND_KIT_ALLOW_INSECURE_ENDPOINTS"  # == launcher.constants (tested)
+REST_ENV = "BAND_REST_URL"
+WS_ENV = "BAND_WS_URL"
+SCHEMES = {REST_ENV: ("https", "http"), WS_ENV: ("wss", "ws")}
+SOCKET_PATH = "/api/v1/socket/websocket"  # the platform's (and the emulator's) socket path
+TOKEN_BYTES = 32  # the per-box proxy token: 256 random bits
 
 
 class ProxyError(BandkitError):
@@ -91,73 +100,130 @@ def host_matches(pattern: str, host: str) -> bool:
     return pattern == host
 
 
-def _endpoints(workspace: Path, env: Mapping[str, str]) -> dict[str, str]:
-    path = workspace / "band.yaml"
-    data = (yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None) or {}
-    band = data.get("band") or {}
+def _ws_for(rest_url: str) -> str:
+    """The platform's socket URL when only its REST URL is configured (same origin, the
+    platform's socket path)."""
+    parts = urlsplit(rest_url)
+    scheme = {"https": "wss", "http": "ws"}.get(parts.scheme, parts.scheme)
+    return urlunsplit((scheme, parts.netloc, SOCKET_PATH, "", ""))
+
+
+def pinned_endpoints(env: Mapping[str, str]) -> dict[str, str]:
+    """The platform endpoints a box's proxy may reach: the operator's BAND_REST_URL /
+    BAND_WS_URL (host-side configuration the runtime got at provision time), else
+    production. Never the workspace's band.yaml: the sandbox can write that."""
     from launcher.constants import DEFAULT_REST_URL, DEFAULT_WS_URL
 
-    return {
-        "BAND_REST_URL": env.get("BAND_REST_URL") or band.get("restUrl") or DEFAULT_REST_URL,
-        "BAND_WS_URL": env.get("BAND_WS_URL") or band.get("wsUrl") or DEFAULT_WS_URL,
-    }
+    rest = env.get(REST_ENV) or DEFAULT_REST_URL
+    ws = env.get(WS_ENV) or (_ws_for(rest) if env.get(REST_ENV) else DEFAULT_WS_URL)
+    return {REST_ENV: rest, WS_ENV: ws}
+
+
+def _upstream(name: str, url: str) -> tuple[str, str]:
+    """(origin, host) of a pinned endpoint; ProxyError for one the key may not go to."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        raise ProxyError(f"{name} is not a valid URL") from None
+    if parts.scheme not in SCHEMES[name] or not host:
+        raise ProxyError(f"{name} must be a {' or '.join(SCHEMES[name])} URL with a host")
+    if parts.username is not None or parts.password is not None:
+        raise ProxyError(f"{name} must not embed credentials (user:password@)")
+    if parts.scheme in ("http", "ws") and not keyproxy.is_loopback(host):
+        raise ProxyError(
+            f"{name} {parts.scheme}://{host}: the credential proxy sends the key over plain "
+            f"{parts.scheme} only to a loopback platform; use https/wss"
+        )
+    netloc = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{netloc}{f':{port}' if port else ''}", host
+
+
+def _proxy_env() -> dict[str, str]:
+    """All the proxy process gets: where its code is, its tag, the host's trust store
+    location (to verify a TLS platform). No operator environment, no keys."""
+    env = {"PYTHONPATH": str(Path(keyproxy.__file__).resolve().parents[2]), "LANG": "C.UTF-8"}
+    env.update({k: os.environ[k] for k in ("SSL_CERT_FILE", "SSL_CERT_DIR") if os.environ.get(k)})
+    return env
 
 
 def start_proxy(
     root: Path,
-    workspace: Path,
+    workspace: Path | None,
     env: Mapping[str, str],
     injections: Sequence[Injection],
     *,
     ca_pem: str | None = None,
 ) -> dict[str, str]:
-    """Start the credential proxy for endpoints whose host an injection targets; return
-    the env that points the agent at it.
+    """Start the credential proxy for the pinned endpoints whose host an injection
+    targets; return the env that points the agent at it ({} when none does: the key then
+    goes nowhere).
 
-    The agent reaches the proxy over plain loopback HTTP and the proxy reaches a TLS
-    platform over TLS (trusting `ca_pem` as well as the system roots), so a rewritten
-    https/wss endpoint comes with the launcher's opt-in for non-TLS endpoints: the only
-    plaintext hop is 127.0.0.1 on this host.
+    The upstreams are `pinned_endpoints(env)`; `workspace` is not read (its band.yaml is
+    the sandbox's to write). The agent reaches the proxy over plain loopback HTTP at
+    `http://127.0.0.1:PORT/<token>/...`, the token fresh per start and handed only to
+    this box (in the returned URLs, never logged here); the proxy reaches a TLS platform
+    over TLS (trusting `ca_pem` as well as the system roots), so a rewritten https/wss
+    endpoint comes with the launcher's opt-in for non-TLS endpoints: the only plaintext
+    hop is 127.0.0.1 on this host.
     """
-    endpoints = _endpoints(workspace, env)
+    del workspace  # never consulted: kept so callers need not change
     routes: list[dict[str, object]] = []
     names: list[tuple[str, str]] = []
-    for name, url in endpoints.items():
+    for name, url in pinned_endpoints(env).items():
         parts = urlsplit(url)
+        hostname = parts.hostname or ""
         swaps = [
             [i.placeholder, i.value]
             for i in injections
-            if any(host_matches(h, parts.hostname or "") for h in i.hosts)
+            if any(host_matches(h, hostname) for h in i.hosts)
         ]
         if swaps:
-            routes.append({"upstream": url, "swaps": swaps, "ca_pem": ca_pem or ""})
+            origin, _ = _upstream(name, url)
+            routes.append({"upstream": origin, "swaps": swaps, "ca_pem": ca_pem or ""})
             names.append((name, url))
     if not routes:
         return {}
+    token = secrets.token_urlsafe(TOKEN_BYTES)
     ports_file = root / "proxy.json"
     ports_file.unlink(missing_ok=True)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bandkit.runtimes.keyproxy", str(ports_file)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=(root / "proxy.log").open("ab"),
-        env={**os.environ, processes.TAG_ENV: proxy_tag(root)},
-        start_new_session=True,
-    )
+    log = root / "proxy.log"
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        log_fd = os.open(log, flags, 0o600)
+    except OSError as exc:
+        raise ProxyError(f"cannot open the credential proxy's log {log}: {exc.strerror}") from None
+    with os.fdopen(log_fd, "ab") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", "bandkit.runtimes.keyproxy", str(ports_file)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env={**_proxy_env(), processes.TAG_ENV: proxy_tag(root)},
+            cwd="/",
+            start_new_session=True,
+        )
     assert proc.stdin is not None
-    proc.stdin.write(json.dumps({"routes": routes}).encode())
-    proc.stdin.close()
+    try:
+        proc.stdin.write(json.dumps({"token": token, "routes": routes}).encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass  # it exited already; its log says why
     deadline = time.monotonic() + PROXY_START_TIMEOUT_S
     while not ports_file.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise ProxyError(f"credential proxy did not start; see {root / 'proxy.log'}")
+            proc.kill()  # no proxy half-started: it would hold the keys with no box using it
+            proc.wait()
+            raise ProxyError(f"credential proxy did not start; see {log}")
         time.sleep(0.02)
-    ports = json.loads(ports_file.read_text())["ports"]
+    content, _ = read_regular(ports_file, what="the credential proxy's ports file")
+    ports = json.loads(content)["ports"]
     rewritten: dict[str, str] = {}
     for (name, url), port in zip(names, ports, strict=True):
         parts = urlsplit(url)
         scheme = {"https": "http", "wss": "ws"}.get(parts.scheme, parts.scheme)
-        rewritten[name] = urlunsplit((scheme, f"127.0.0.1:{port}", parts.path, parts.query, ""))
+        path = f"/{token}{parts.path}"
+        rewritten[name] = urlunsplit((scheme, f"127.0.0.1:{port}", path, parts.query, ""))
         if scheme != parts.scheme:
             rewritten[INSECURE_ENV] = "1"
     return rewritten

@@ -1,20 +1,42 @@
-"""The `docker` runtime: plain containers from the kit image, launched like the kit does.
+"""The `docker` runtime: kit-image containers that are sandboxes, launched like the kit.
 
 The container runs the kit's own startup command (from `spec.yaml`, so it cannot drift):
-`band-entrypoint.sh` as the entrypoint (proxy CA, drop to uid 1000), then
-`python -m launcher`. The workspace is bind-mounted at the same absolute path and
-`WORKSPACE_DIR` points at it; the container's stdout/stderr is the startup log
-(`docker logs`). Containers share the host network by default, because the local
-emulator listens on 127.0.0.1.
+`band-entrypoint.sh` as the entrypoint (proxy CA, drop to uid 1000 with an empty
+bounding set and no-new-privs), then `python -m launcher`. The workspace is bind-mounted
+at the same absolute path and `WORKSPACE_DIR` points at it; the container's stdout/stderr
+is the startup log (`docker logs`).
 
-Credentials: a workspace under `proxy-managed` custody gets the placeholder, and a host
-credential proxy (`keyproxy`) puts the key on the wire, as sbx would. Any other workspace
-gets the real value as an environment variable (through a 0600 `--env-file`, never
-argv); the key is then inside the container, and `warnings` says so.
+Isolation (a sandbox is hostile):
+
+- network: each sandbox gets its own internal bridge network (no route off the host),
+  recorded in the manifest before it is made and removed at teardown. The only way out
+  is the sandbox's egress proxy (`egress`): a host process listening on that network's
+  gateway address, serving only that network, default deny, admitting the kit's
+  allowlist (`caps.network.allow`), the spec's `egress` hosts, the platform route and
+  per-sandbox grants (`allow`, `kit.allow`), logging every decision (`policy_log`).
+  `HTTP(S)_PROXY` in the container name it; `NO_PROXY` is empty.
+- privileges: `--cap-drop ALL` plus only SETUID/SETGID/SETPCAP, which the entrypoint's
+  own `setpriv` needs to drop to uid 1000 with an empty bounding set;
+  `no-new-privileges`; pid and memory limits.
+- ownership: the container and the network carry the label `bandkit.owner=<run id>`;
+  the run id is recorded in the manifest (and the box's `owner.json`). Removal checks the
+  label: a same-named container or network without it is reported and kept.
+
+Credentials, decided here and never from the workspace: by default every secret stays
+on the host. The container sees the placeholder; the credential proxy (`boxnet`, bound to
+127.0.0.1) swaps in the key on the way to the platform, and the container reaches it
+through its egress proxy, which admits exactly the credential proxy's addresses (the
+"platform" rules). A sandbox named in `key_in_container` (an operator's explicit
+runtime option) gets the real values as environment variables instead, through a 0600
+`--env-file` (never argv); `warnings` says so.
+
 `PROXY_CA_CERT_B64` is passed when the platform uses TLS (`SandboxSpec.ca_cert_pem`). The
-host's `SSL_CERT_FILE` bundle (an egress proxy's CA) plus that CA is mounted read-only as
-the container's `SSL_CERT_FILE`, and host proxy variables are passed on, so `uv sync`
-inside reaches the package index the way the host does.
+host's `SSL_CERT_FILE` bundle plus that CA is mounted read-only as the container's
+`SSL_CERT_FILE`, so TLS through an intercepting network path verifies as on the host.
+
+Box layout (`<run_dir>/docker/<name>/`, host side, never mounted except the CA bundle):
+owner.json, egress-config.json, egress.json (port), grants.json, policy.log, egress.log,
+proxy.json / proxy.log (credential proxy), endpoints.json, ca-bundle.crt.
 """
 
 from __future__ import annotations
@@ -22,15 +44,20 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets as _secrets
+import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
+from bandkit.fsio import read_regular, write_atomic, write_private
 from bandkit.image.facts import SPEC
-from bandkit.manifest import Kind, Manifest, Remover
-from bandkit.runtimes import boxnet, hostbox
+from bandkit.manifest import Kind, Manifest, Remover, Resource
+from bandkit.runtimes import boxnet, egress, hostbox
 from bandkit.runtimes.base import (
     ExecResult,
     Logs,
@@ -41,19 +68,36 @@ from bandkit.runtimes.base import (
     SandboxStatus,
     Secret,
     run_tool,
+    validate_name,
 )
 from bandkit.runtimes.keychain import Keychain
 
 KIT_SPEC = SPEC
 DEFAULT_IMAGE = "band-python-kit:local"
-LABEL = "bandkit.sandbox"
+LABEL = "bandkit.sandbox"  # the sandbox name; `list` filters on it
+OWNER_LABEL = "bandkit.owner"  # the run id: proof that this runtime made the resource
 T_QUICK = 60.0
 T_CREATE = 300.0
 DEFAULT_LOG_PATH = "/home/agent/.local/share/band-kit/logs"
 CONTAINER_BUNDLE = "/etc/ssl/bandkit-ca-bundle.crt"
+# uv sync (a thread per CPU, a few build processes) plus one agent use well under 100
+# tasks; 512 leaves headroom and stops a fork bomb long before the host's pid space.
+PIDS_LIMIT = 512
+# A locked uv sync of an agent project and the agent itself fit in well under 1 GiB;
+# 2 GiB (no swap beyond it) leaves headroom and keeps a runaway from taking the host.
+MEMORY_LIMIT = "2g"
+# The entrypoint starts as root only to trust a CA and then `setpriv` to uid 1000 with
+# --init-groups and --bounding-set=-all, which need exactly these; the agent process
+# then holds no capability at all (and no-new-privileges keeps it that way).
+ENTRYPOINT_CAPS = ("SETUID", "SETGID", "SETPCAP")
+PLATFORM_ENV = ("BAND_REST_URL", "BAND_WS_URL")
 KEY_IN_CONTAINER = (
-    "docker runtime: {env} is passed to container {name} as a plain environment variable; "
-    "the real key is inside the container (use proxy-managed custody or sbx to keep it out)"
+    "docker runtime: {env} is passed to container {name} as a plain environment variable "
+    "(env-file tier, opted in for this sandbox); the real key is inside the container"
+)
+NOT_OURS = (
+    "docker: {what} {name!r} exists but was not created by this run (its {label} label "
+    "is {found!r}); kept it. Remove it yourself if it is yours, then re-run the teardown"
 )
 
 
@@ -66,13 +110,8 @@ def startup_command(spec_path: Path = KIT_SPEC) -> list[str]:
     return [str(part) for part in command]
 
 
-def proxy_managed(workspace: Path) -> bool:
-    try:
-        data = yaml.safe_load((workspace / "band.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        return False
-    credentials = data.get("credentials") or {}
-    return isinstance(credentials, dict) and credentials.get("source") == "proxy-managed"
+def network_name(name: str, owner: str) -> str:
+    return f"bandkit-{name}-{owner[:12]}"
 
 
 class DockerRuntime(Runtime):
@@ -84,12 +123,17 @@ class DockerRuntime(Runtime):
         *,
         manifest: Manifest | None = None,
         binary: str = "docker",
-        network: str = "host",
+        key_in_container: Collection[str] = (),
+        pids_limit: int = PIDS_LIMIT,
+        memory: str = MEMORY_LIMIT,
     ) -> None:
         super().__init__(manifest=manifest)
         self.run_dir = Path(run_dir)
         self.binary = binary
-        self.network = network
+        self.key_in_container = frozenset(validate_name(n) for n in key_in_container)
+        self.pids_limit = pids_limit
+        self.memory = memory
+        self.run_id = _secrets.token_hex(8)  # labels what this run creates
         self.keychain = Keychain(self.run_dir / "keychain")
 
     def _docker(
@@ -99,57 +143,158 @@ class DockerRuntime(Runtime):
         return ExecResult(result.returncode, result.stdout, result.stderr)
 
     def _box(self, name: str) -> Path:
-        return self.run_dir / "docker" / name
+        return self.run_dir / "docker" / validate_name(name)
 
+    # -- ownership
+    def _owner(self, name: str) -> dict[str, str]:
+        """{"owner": run id, "network": name} recorded at create, or {} when none."""
+        try:
+            data, _ = read_regular(self._box(name) / "owner.json", what="owner record")
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise SandboxError(f"docker: owner record of {name}: {exc}") from None
+        loaded = json.loads(data)
+        return {str(k): str(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+
+    def _labels(self, kind: str, name: str) -> dict[str, str] | None:
+        """The labels of container or network `name`; None when it does not exist."""
+        if kind == "network":
+            argv = ["network", "inspect", "--format", "{{json .Labels}}", name]
+        else:
+            argv = ["inspect", "--type", "container", "--format", "{{json .Config.Labels}}", name]
+        result = self._docker(*argv, what=f"{kind} inspect", check=False)
+        if result.returncode != 0:
+            text = (result.stderr + result.stdout).lower()
+            if "no such" in text or "not found" in text:
+                return None
+            raise SandboxError(f"docker {kind} inspect {name}: {result.stderr.strip()[:300]}")
+        labels = json.loads(result.stdout or "null") or {}
+        return {str(k): str(v) for k, v in labels.items()}
+
+    # -- lifecycle
     def create(self, spec: SandboxSpec) -> None:
-        if self.status(spec.name) is not SandboxStatus.ABSENT:
-            raise SandboxError(f"docker: container {spec.name!r} already exists; remove it first")
+        name = validate_name(spec.name)
+        if self.status(name) is not SandboxStatus.ABSENT:
+            raise SandboxError(f"docker: container {name!r} already exists; remove it first")
+        try:
+            kit_hosts = egress.kit_allowlist()
+        except egress.EgressError as exc:
+            raise SandboxError(f"docker: {exc}") from None
+        rules = [self._rule(r, "kit") for r in kit_hosts]
+        rules += [self._rule(r, "sandbox") for r in spec.egress]
         for secret in spec.secrets:
-            self.set_secret(spec.name, secret)
+            self.set_secret(name, secret)
+        box = self._box(name)
+        box.mkdir(mode=0o700, parents=True, exist_ok=True)
+        owner, network = self.run_id, network_name(name, self.run_id)
+        write_private(box / "owner.json", json.dumps({"owner": owner, "network": network}))
+        self.record(
+            Kind.SANDBOX, name, "network", name=name, part="network", network=network, owner=owner
+        )
+        self._docker(
+            "network",
+            "create",
+            "--driver",
+            "bridge",
+            "--internal",
+            "--label",
+            f"{OWNER_LABEL}={owner}",
+            "--label",
+            f"{LABEL}={name}",
+            network,
+            what="network create",
+        )
+        gateway, subnet = self._address(network)
+
         env = {**spec.env, "WORKSPACE_DIR": str(spec.workspace)}
         if spec.ca_cert_pem:
             env["PROXY_CA_CERT_B64"] = base64.b64encode(spec.ca_cert_pem.encode()).decode()
         mounts = [(str(path), str(path), "") for path in spec.workspaces]
-        bundle = self._trust_bundle(spec.name, spec.ca_cert_pem)
+        bundle = self._trust_bundle(name, spec.ca_cert_pem)
         if bundle is not None:
             mounts.append((str(bundle), CONTAINER_BUNDLE, ":ro"))
             env.update({"SSL_CERT_FILE": CONTAINER_BUNDLE, "REQUESTS_CA_BUNDLE": CONTAINER_BUNDLE})
-        proxies = boxnet.host_network_env()
-        env.update({k: v for k, v in proxies.items() if "proxy" in k.lower()})
-        secrets = self.keychain.secrets(spec.name)
-        if secrets and proxy_managed(spec.workspace):
-            env.update(
-                self._start_proxy(spec.name, spec.workspace, spec.env, secrets, spec.ca_cert_pem)
-            )
-            env.update({s.env: s.placeholder for s in secrets})
-        else:
+        secrets = self.keychain.secrets(name)
+        if name in self.key_in_container:
             for secret in secrets:
-                self.warn(KEY_IN_CONTAINER.format(env=secret.env, name=spec.name))
+                self.warn(KEY_IN_CONTAINER.format(env=secret.env, name=name))
                 env[secret.env] = secret.value
+            rules += self._platform_rules({k: spec.env[k] for k in PLATFORM_ENV if k in spec.env})
+        else:
+            if secrets:
+                routes = self._start_proxy(
+                    name, spec.workspace, spec.env, secrets, spec.ca_cert_pem
+                )
+                env.update(routes)
+                rules += self._platform_rules(routes)
+            env.update({s.env: s.placeholder for s in secrets})
+        try:
+            port = egress.start(box, sandbox=name, listen=gateway, clients=subnet, rules=rules)
+        except egress.EgressError as exc:
+            raise SandboxError(f"docker: {name}: {exc}") from None
+        env.update(egress.proxy_env(gateway, port))
+
         entrypoint, *command = startup_command()
-        self.record(Kind.SANDBOX, spec.name, name=spec.name)
-        argv = ["create", "--name", spec.name, "--label", f"{LABEL}={spec.name}"]
-        argv += ["--network", self.network, "--entrypoint", entrypoint]
+        self.record(Kind.SANDBOX, name, name=name, owner=owner, network=network)
+        argv = ["create", "--name", name]
+        argv += ["--label", f"{LABEL}={name}", "--label", f"{OWNER_LABEL}={owner}"]
+        argv += ["--network", network, "--cap-drop", "ALL"]
+        for cap in ENTRYPOINT_CAPS:
+            argv += ["--cap-add", cap]
+        argv += ["--security-opt", "no-new-privileges", "--pids-limit", str(self.pids_limit)]
+        argv += ["--memory", self.memory, "--memory-swap", self.memory]
+        argv += ["--entrypoint", entrypoint]
         for source, target, mode in mounts:
             argv += ["--volume", f"{source}:{target}{mode}"]
         with _env_file(env) as env_file:
             argv += ["--env-file", env_file, spec.image or DEFAULT_IMAGE, *command]
             self._docker(*argv, what="create", timeout=T_CREATE)
-        self.start(spec.name)
+        self.start(name)
+
+    def _rule(self, text: str, source: str) -> egress.Rule:
+        try:
+            return egress.parse_rule(text, source)
+        except egress.EgressError as exc:
+            raise SandboxError(f"docker: {exc}") from None
+
+    def _platform_rules(self, env: Mapping[str, str]) -> list[egress.Rule]:
+        """host:port rules for the platform endpoints in `env` (URLs the runtime made or
+        the operator gave, never the workspace's)."""
+        rules = []
+        for key in PLATFORM_ENV:
+            parts = urlsplit(env.get(key, ""))
+            if parts.hostname and parts.scheme in ("http", "https", "ws", "wss"):
+                port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
+                host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+                rules.append(self._rule(f"{host}:{port}", "platform"))
+        return rules
+
+    def _address(self, network: str) -> tuple[str, str]:
+        """(gateway, subnet) of our network."""
+        out = self._docker(
+            "network",
+            "inspect",
+            "--format",
+            "{{json .IPAM.Config}}",
+            network,
+            what="network inspect",
+        ).stdout
+        for entry in json.loads(out or "null") or []:
+            if entry.get("Gateway") and entry.get("Subnet"):
+                return str(entry["Gateway"]), str(entry["Subnet"])
+        raise SandboxError(f"docker: network {network} has no gateway address")
 
     def _trust_bundle(self, name: str, ca_pem: str | None) -> Path | None:
-        """The host's CA bundle (SSL_CERT_FILE: a TLS-intercepting egress proxy's CA) plus
+        """The host's CA bundle (SSL_CERT_FILE: a TLS-intercepting egress path's CA) plus
         the platform's CA, for uv and the agent inside; None when the host sets neither."""
         host = os.environ.get("SSL_CERT_FILE", "")
         if not (host and Path(host).is_file()) and not ca_pem:
             return None
         parts = [Path(host).read_text(encoding="utf-8")] if host and Path(host).is_file() else []
         parts += [ca_pem] if ca_pem else []
-        box = self._box(name)
-        box.mkdir(mode=0o755, parents=True, exist_ok=True)
-        bundle = box / "ca-bundle.crt"
-        bundle.write_text("\n".join(parts), encoding="utf-8")
-        bundle.chmod(0o644)
+        bundle = self._box(name) / "ca-bundle.crt"
+        write_atomic(bundle, "\n".join(parts), mode=0o644)
         return bundle
 
     def _start_proxy(
@@ -161,21 +306,26 @@ class DockerRuntime(Runtime):
         ca_pem: str | None,
     ) -> dict[str, str]:
         box = self._box(name)
-        box.mkdir(mode=0o755, parents=True, exist_ok=True)
         hostbox.stop(box)  # a restart gets a fresh proxy
         injections = [boxnet.Injection(s.hosts, s.placeholder, s.value) for s in secrets]
         try:
             urls = boxnet.start_proxy(box, workspace, env, injections, ca_pem=ca_pem)
-        except hostbox.BoxError as exc:
+        except (hostbox.BoxError, boxnet.ProxyError) as exc:
             raise SandboxError(f"docker: credential proxy for {name}: {exc}") from None
-        (box / "endpoints.json").write_text(json.dumps(urls), encoding="utf-8")
+        write_private(box / "endpoints.json", json.dumps(urls))
         return urls
 
     def start(self, name: str) -> None:
+        box = self._box(name)
+        if (box / egress.CONFIG_NAME).exists():
+            try:
+                egress.restart(box)  # on the port the container's proxy variables name
+            except (egress.EgressError, OSError) as exc:
+                raise SandboxError(f"docker: egress proxy of {name}: {exc}") from None
         self._docker("start", name, what="start")
 
     def stop(self, name: str) -> None:
-        self._docker("stop", "--time", "20", name, what="stop", timeout=T_QUICK)
+        self._docker("stop", "--time", "20", validate_name(name), what="stop", timeout=T_QUICK)
 
     def exec(
         self,
@@ -187,6 +337,7 @@ class DockerRuntime(Runtime):
         detach: bool = False,
         timeout: float = 120,
     ) -> ExecResult:
+        name = validate_name(name)
         args = ["exec", "--user", "1000"]
         args += ["--detach"] if detach else []
         args += ["--interactive"] if stdin is not None else []
@@ -204,7 +355,14 @@ class DockerRuntime(Runtime):
 
     def status(self, name: str) -> SandboxStatus:
         result = self._docker(
-            "inspect", "--format", "{{.State.Running}}", name, what="inspect", check=False
+            "inspect",
+            "--type",
+            "container",
+            "--format",
+            "{{.State.Running}}",
+            validate_name(name),
+            what="inspect",
+            check=False,
         )
         if result.returncode != 0:
             return SandboxStatus.ABSENT
@@ -212,6 +370,7 @@ class DockerRuntime(Runtime):
         return SandboxStatus.RUNNING if running else SandboxStatus.STOPPED
 
     def logs(self, name: str) -> Logs:
+        name = validate_name(name)
         out = run_tool(
             [self.binary, "logs", name], what="docker logs", timeout=T_QUICK, check=False
         )
@@ -219,11 +378,54 @@ class DockerRuntime(Runtime):
         return Logs(startup=out.stdout + out.stderr, launcher=launcher)
 
     def remove(self, name: str) -> None:
-        hostbox.stop(self._box(name))
-        if self.status(name) is not SandboxStatus.ABSENT:
-            self._docker("rm", "--force", name, what="rm")
+        """Remove the container, its proxies, its network and its box, each only when
+        its owner label proves this run made it (a foreign one is kept: SandboxError)."""
+        owner = self._owner(name)
+        self._remove_container(name, owner.get("owner", ""))
+        self._remove_network(name, owner.get("network", ""), owner.get("owner", ""))
+
+    def _remove_container(self, name: str, owner: str) -> None:
+        name = validate_name(name)
+        labels = self._labels("container", name)
+        if labels is None:
+            return
+        found = labels.get(OWNER_LABEL, "")
+        if not owner or found != owner:
+            raise SandboxError(
+                NOT_OURS.format(what="container", name=name, label=OWNER_LABEL, found=found)
+            )
+        self._docker("rm", "--force", name, what="rm")
         if self.status(name) is not SandboxStatus.ABSENT:
             raise SandboxError(f"docker rm --force {name} returned but the container remains")
+
+    def _remove_network(self, name: str, network: str, owner: str) -> None:
+        box = self._box(name)
+        hostbox.stop(box)  # the credential proxy
+        egress.stop(box)
+        if network:
+            labels = self._labels("network", network)
+            if labels is not None:
+                found = labels.get(OWNER_LABEL, "")
+                if not owner or found != owner:
+                    raise SandboxError(
+                        NOT_OURS.format(
+                            what="network", name=network, label=OWNER_LABEL, found=found
+                        )
+                    )
+                self._docker("network", "rm", network, what="network rm")
+        if box.is_dir() and not box.is_symlink():
+            shutil.rmtree(box)
+
+    def _remove_resource(self, resource: Resource) -> None:
+        details = resource.details
+        name = validate_name(details["name"])
+        recorded = self._owner(name)
+        owner = details.get("owner") or recorded.get("owner", "")
+        network = details.get("network") or recorded.get("network", "")
+        if details.get("part") == "network":
+            self._remove_network(name, network, owner)
+        else:
+            self._remove_container(name, owner)
 
     def list(self) -> list[str]:
         out = self._docker(
@@ -231,22 +433,47 @@ class DockerRuntime(Runtime):
         ).stdout
         return sorted(out.split())
 
+    # -- egress policy
+    def allow(self, name: str, host: str) -> str:
+        """Grant sandbox `name` egress to `host` (a rule: host[:port], *.domain, ...);
+        recorded in the manifest before it takes effect. Returns the rule's text."""
+        box = self._box(name)
+        if not (box / "owner.json").is_file():
+            raise SandboxError(f"docker: no sandbox {name!r} was created in {self.run_dir}")
+        rule = self._rule(host, "grant")
+        self.record(Kind.POLICY, name, "allow", rule.text, sandbox=name, host=rule.text)
+        egress.add_grant(box, rule)
+        return rule.text
+
+    def policy_log(self, name: str) -> Sequence[dict[str, Any]]:
+        """Every allowed and blocked request of sandbox `name`, oldest first."""
+        try:
+            return egress.read_log(self._box(name))
+        except OSError as exc:
+            raise SandboxError(f"docker: policy log of {name}: {exc}") from None
+
+    def _remove_grant(self, resource: Resource) -> None:
+        egress.remove_grant(self._box(resource.details["sandbox"]), resource.details["host"])
+
+    # -- secrets
     def set_secret(self, sandbox: str, secret: Secret) -> None:
+        sandbox = validate_name(sandbox)
         self.record(Kind.SECRET, sandbox, secret.env, sandbox=sandbox, hosts=",".join(secret.hosts))
         self.keychain.put(sandbox, secret)
 
     def has_secret(self, sandbox: str, host: str) -> bool:
-        return self.keychain.has(sandbox, host)
+        return self.keychain.has(validate_name(sandbox), host)
 
     def remove_secret(self, sandbox: str, host: str, placeholder: str) -> None:
-        self.keychain.drop(sandbox, host=host)
+        self.keychain.drop(validate_name(sandbox), host=host)
 
     def removers(self) -> dict[Kind, Remover]:
         return {
-            Kind.SANDBOX: lambda r: self.remove(r.details["name"]),
+            Kind.SANDBOX: self._remove_resource,
             Kind.SECRET: lambda r: self.keychain.drop(
-                r.details["sandbox"], env=r.key.rsplit("/", 1)[1]
+                validate_name(r.details["sandbox"]), env=r.key.rsplit("/", 1)[1]
             ),
+            Kind.POLICY: self._remove_grant,
         }
 
 

@@ -29,6 +29,7 @@ import yaml
 from filelock import FileLock
 
 from bandkit.errors import BandkitError
+from bandkit.fsio import UnsafePathError, read_regular, write_atomic
 from bandkit.runtimes import processes
 from bandkit.runtimes.boxnet import (
     Injection,
@@ -114,9 +115,22 @@ def interpreter(root: Path) -> tuple[list[str], dict[str, str]]:
     if shutil.which("setpriv") is None:
         raise BoxError("running sandboxes as root needs setpriv (apt-get install util-linux)")
     env = ensure_sdk_home(sdk_home_dir(root))
-    uid = str(agent_uid())
-    setpriv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
-    return [*setpriv, env["BAND_SDK_PYTHON"]], env
+    return [*setpriv_argv(agent_uid()), env["BAND_SDK_PYTHON"]], env
+
+
+def setpriv_argv(uid: int) -> list[str]:
+    """Become `uid` with no groups, no capabilities (inheritable or bounding) and
+    no-new-privs, so neither the agent nor anything it execs can regain root."""
+    return [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
 
 
 def _prepare_root(root: Path, workspace: Path) -> Path:
@@ -131,8 +145,13 @@ def _prepare_root(root: Path, workspace: Path) -> Path:
             os.chown(path, uid, uid)
     source = workspace / "band.yaml"
     try:
-        data = yaml.safe_load(source.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        # The workspace is the sandbox's: never follow a link it planted (a symlink or a
+        # hard link to a file it could not read itself) while reading as root.
+        raw, _ = read_regular(source, what="workspace band.yaml")
+        data = yaml.safe_load(raw.decode("utf-8"))
+    except UnsafePathError as exc:
+        raise BoxError(f"{exc}; refusing to start the box") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise BoxError(f"cannot read {source}: {exc}") from None
     if not isinstance(data, dict):
         raise BoxError(f"{source} must be a YAML mapping")
@@ -141,8 +160,12 @@ def _prepare_root(root: Path, workspace: Path) -> Path:
     runtime["cachePath"] = str(_shared_cache(root))
     data["runtime"] = runtime
     config = root / "band.yaml"
-    config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    os.chmod(config, 0o644)
+    # Never world-readable: as root it is root's, readable by the agent's group only
+    # (the agent reads it, cannot change it); otherwise it is this user's alone.
+    as_root = os.geteuid() == 0
+    write_atomic(config, yaml.safe_dump(data, sort_keys=False), mode=0o640 if as_root else 0o600)
+    if as_root:
+        os.chown(config, 0, uid, follow_symlinks=False)
     return config
 
 
@@ -190,7 +213,11 @@ def start(
     except ProxyError as exc:
         raise BoxError(str(exc)) from None
     prefix, _ = interpreter(root)
-    log = (root / "startup.log").open("ab")
+    # 0600 and never through a planted link: the agent's output may name its endpoints.
+    log_fd = os.open(
+        root / "startup.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600
+    )
+    log = os.fdopen(log_fd, "ab")
     subprocess.Popen(
         [*prefix, "-m", "launcher"],
         stdin=subprocess.DEVNULL,

@@ -1,6 +1,6 @@
 """The `sbx` runtime: drives the Docker Sandboxes CLI in the installed version's grammar.
 
-`sbx version` is read once. Grammar by version (../shared/reference/sbx-cli.md):
+`sbx version` is read once. Grammar by version (from the sbx release notes and CLI docs):
 
 | | 0.32-0.37 (LEGACY) | 0.38+ (CURRENT) |
 |---|---|---|
@@ -13,6 +13,12 @@
 Policy rules a sandbox needs are granted globally *before* create (a per-sandbox rule
 cannot name a sandbox that does not exist yet), only when `policy check` says the host is
 not already allowed, and each added rule is recorded so teardown removes only ours.
+
+Names are validated (`validate_name`) before they reach argv. sbx has no labels, so the
+proof that a sandbox is ours is its `id` (`sbx ls --json`), recorded in the manifest right
+after create: teardown removes a listed sandbox only when its id matches, and keeps (and
+reports) a same-named one that does not. An entry without an id (create interrupted
+before it was written) falls back to the recorded workspace where `ls` reports one.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from bandkit.runtimes.base import (
     SandboxStatus,
     Secret,
     run_tool,
+    validate_name,
 )
 
 MIN_VERSION = (0, 32, 0)
@@ -85,10 +92,19 @@ def parse_json(text: str) -> Any:
 class SbxRuntime(Runtime):
     name = RuntimeName.SBX
 
-    def __init__(self, *, manifest: Manifest | None = None, binary: str = "sbx") -> None:
+    def __init__(
+        self,
+        *,
+        manifest: Manifest | None = None,
+        binary: str = "sbx",
+        kits_dir: Path | None = None,
+    ) -> None:
         super().__init__(manifest=manifest)
         self.binary = binary
+        # Where kits carrying this run's platform endpoints are staged (private to us).
+        self.kits_dir = kits_dir or Path(tempfile.gettempdir()) / f"bandkit-sbx-kits-{os.getuid()}"
         self._version: tuple[int, int, int] | None = None
+        self._ids: dict[str, str] = {}  # name -> sbx id of the sandboxes created here
 
     # -- version and grammar
     @property
@@ -127,6 +143,7 @@ class SbxRuntime(Runtime):
         )
 
     def _scope(self, sandbox: str) -> list[str]:
+        sandbox = validate_name(sandbox)
         return ["--sandbox", sandbox] if self.grammar is Grammar.CURRENT else [sandbox]
 
     # -- policy
@@ -165,21 +182,58 @@ class SbxRuntime(Runtime):
 
     # -- lifecycle
     def create(self, spec: SandboxSpec) -> None:
+        name = validate_name(spec.name)
         self.policy_ready()
-        if spec.name in self.list():
-            raise SandboxError(f"sbx: sandbox {spec.name!r} already exists; pick another name")
+        if name in self.list():
+            raise SandboxError(f"sbx: sandbox {name!r} already exists; pick another name")
         for host in spec.egress:
             self.allow(host)
         for secret in spec.secrets:
-            self.set_secret(spec.name, secret)
-        self.record(Kind.SANDBOX, spec.name, name=spec.name)
+            self.set_secret(name, secret)
+        self.record(Kind.SANDBOX, name, name=name, workspace=str(spec.workspace))
         self._run(self.create_argv(spec), what="create", timeout=T_CREATE)
+        row = self._row(name)
+        if row is not None and row.get("id"):
+            self._ids[name] = str(row["id"])
+            entry = self.manifest.find(Kind.SANDBOX, self.key(name)) if self.manifest else None
+            if self.manifest is not None and entry is not None:
+                self.manifest.update(entry, id=str(row["id"]))
+
+    def staged_kit(self, spec: SandboxSpec) -> str | None:
+        """The kit to create from: a local kit directory is copied with the sandbox's
+        platform env (BAND_REST_URL, BAND_WS_URL, ...) added to `environment.variables`, so
+        the agent reaches the platform provisioning used whatever the workspace says (the
+        VM gets no host env). A kit reference is used as it is, with a warning."""
+        if spec.kit is None:
+            return None
+        source = Path(spec.kit)
+        if not source.is_dir():
+            if spec.env:
+                self.warn(
+                    f"kit {spec.kit} is a reference: the sandbox uses its own endpoints "
+                    "(band.yaml or the kit's), not the ones provisioning used"
+                )
+            return spec.kit
+        if not spec.env:
+            return str(source.resolve())
+        self.kits_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        staged = self.kits_dir / validate_name(spec.name)
+        if staged.exists():
+            shutil.rmtree(staged)
+        shutil.copytree(source, staged, symlinks=True)
+        spec_file = staged / "spec.yaml"
+        data = yaml.safe_load(spec_file.read_text(encoding="utf-8")) or {}
+        variables = dict((data.get("environment") or {}).get("variables") or {})
+        variables.update(spec.env)
+        data.setdefault("environment", {})["variables"] = variables
+        spec_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        return str(staged.resolve())
 
     def create_argv(self, spec: SandboxSpec) -> list[str]:
-        argv = ["create", "--name", spec.name]
-        if spec.kit is None:
+        argv = ["create", "--name", validate_name(spec.name)]
+        kit = self.staged_kit(spec)
+        if kit is None:
             return [*argv, "shell", *map(str, spec.workspaces)]
-        kit = str(Path(spec.kit).resolve()) if Path(spec.kit).exists() else spec.kit
         if spec.image:
             argv += ["--template", spec.image]
         if self.grammar is Grammar.CURRENT:
@@ -192,10 +246,10 @@ class SbxRuntime(Runtime):
         `sbx run --name` would attach an interactive session (a PTY) and block; `exec`
         starts a stopped sandbox first and returns, so a no-op command starts it headless.
         """
-        self._run(["exec", name, "true"], what="start (exec)", timeout=T_CREATE)
+        self._run(["exec", validate_name(name), "true"], what="start (exec)", timeout=T_CREATE)
 
     def stop(self, name: str) -> None:
-        self._run(["stop", name], what="stop")
+        self._run(["stop", validate_name(name)], what="stop")
 
     def exec(
         self,
@@ -207,6 +261,7 @@ class SbxRuntime(Runtime):
         detach: bool = False,
         timeout: float = T_EXEC,
     ) -> ExecResult:
+        name = validate_name(name)
         args = ["exec"]
         if detach:
             args.append("-d")
@@ -225,30 +280,64 @@ class SbxRuntime(Runtime):
         rows: list[dict[str, Any]] = data.get("sandboxes") or []
         return rows
 
+    def _row(self, name: str) -> dict[str, Any] | None:
+        name = validate_name(name)
+        return next((row for row in self._sandboxes() if row.get("name") == name), None)
+
     def status(self, name: str) -> SandboxStatus:
-        for row in self._sandboxes():
-            if row.get("name") == name:
-                running = row.get("status") == "running"
-                return SandboxStatus.RUNNING if running else SandboxStatus.STOPPED
-        return SandboxStatus.ABSENT
+        row = self._row(name)
+        if row is None:
+            return SandboxStatus.ABSENT
+        running = row.get("status") == "running"
+        return SandboxStatus.RUNNING if running else SandboxStatus.STOPPED
 
     def list(self) -> list[str]:
         return sorted(str(row["name"]) for row in self._sandboxes())
 
     def logs(self, name: str) -> Logs:
+        name = validate_name(name)
         startup = self.exec(name, ["cat", STARTUP_LOG]).stdout
         launcher = self.exec(name, ["cat", f"{DEFAULT_LOG_PATH}/launcher.log"]).stdout
         return Logs(startup=startup, launcher=launcher)
 
     def remove(self, name: str) -> None:
-        if name not in self.list():
+        """Remove sandbox `name`; one this runtime created must still have its id."""
+        self._remove(name, sandbox_id=self._ids.get(validate_name(name), ""))
+
+    def _remove(self, name: str, *, sandbox_id: str = "", workspace: str = "") -> None:
+        # The kit copy staged for it is ours either way.
+        shutil.rmtree(self.kits_dir / validate_name(name), ignore_errors=True)
+        row = self._row(name)
+        if row is None:
             return
+        found = str(row.get("id", ""))
+        listed = row.get("workspaces")
+        if sandbox_id and found != sandbox_id:
+            reason = f"its id is {found!r}, this run created {sandbox_id!r}"
+        elif not sandbox_id and workspace and isinstance(listed, list) and workspace not in listed:
+            reason = f"its workspaces are {listed}, this run used {workspace!r}"
+        else:
+            reason = ""
+        if reason:
+            raise SandboxError(
+                f"sbx: sandbox {name!r} exists but was not created by this run ({reason}); "
+                "kept it. Remove it yourself if it is yours, then re-run the teardown"
+            )
         self._run(["rm", "-f", name], what="rm")
-        if name in self.list():
+        if self._row(name) is not None:
             raise SandboxError(f"sbx rm -f {name} returned 0 but the sandbox is still listed")
+
+    def _remove_sandbox(self, resource: Resource) -> None:
+        details = resource.details
+        self._remove(
+            details["name"],
+            sandbox_id=details.get("id", ""),
+            workspace=details.get("workspace", ""),
+        )
 
     # -- secrets
     def set_secret(self, sandbox: str, secret: Secret) -> None:
+        sandbox = validate_name(sandbox)
         self.record(
             Kind.SECRET,
             sandbox,
@@ -268,6 +357,7 @@ class SbxRuntime(Runtime):
         self._run([*argv, "--value", secret.value], what="secret set-custom", redact=[secret.value])
 
     def custom_secrets(self, sandbox: str) -> Rows:
+        sandbox = validate_name(sandbox)
         if self.grammar is Grammar.CURRENT:
             out = self._run(["secret", "ls", "--sandbox", sandbox, "--json"], what="secret ls")
             rows: Rows = parse_json(out.stdout).get("custom_secrets") or []
@@ -294,7 +384,7 @@ class SbxRuntime(Runtime):
 
     def removers(self) -> dict[Kind, Remover]:
         return {
-            Kind.SANDBOX: lambda r: self.remove(r.details["name"]),
+            Kind.SANDBOX: self._remove_sandbox,
             Kind.SECRET: self._remove_secret,
             Kind.POLICY: self._remove_rule,
         }

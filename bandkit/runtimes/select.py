@@ -4,7 +4,7 @@ local) and build the removers a manifest teardown needs for the runtimes it name
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
 from bandkit.dockercli import docker_answers
@@ -34,17 +34,31 @@ def resolve_name(
     return RuntimeName.LOCAL
 
 
-def get_runtime(choice: str, *, run_dir: Path, manifest: Manifest | None = None) -> Runtime:
-    """The runtime for `choice`; local and docker keep their state in `run_dir/<name>`."""
+def get_runtime(
+    choice: str,
+    *,
+    run_dir: Path,
+    manifest: Manifest | None = None,
+    key_in_container: Collection[str] = (),
+) -> Runtime:
+    """The runtime for `choice`; local and docker keep their state in `run_dir/<name>`.
+
+    `key_in_container` names the docker sandboxes the operator opts into the env-file
+    tier (their keys inside the container); every other sandbox keeps its keys host-side.
+    """
     name = resolve_name(choice)
+    if key_in_container and name is not RuntimeName.DOCKER:
+        raise SandboxError(f"the env-file tier option is for the docker runtime, not {name}")
     if name is RuntimeName.SBX:
         from bandkit.runtimes.sbx import SbxRuntime
 
-        return SbxRuntime(manifest=manifest)
+        return SbxRuntime(manifest=manifest, kits_dir=run_dir / name.value / "kits")
     if name is RuntimeName.DOCKER:
         from bandkit.runtimes.docker import DockerRuntime
 
-        return DockerRuntime(run_dir / name.value, manifest=manifest)
+        return DockerRuntime(
+            run_dir / name.value, manifest=manifest, key_in_container=key_in_container
+        )
     from bandkit.runtimes.local import LocalRuntime
 
     return LocalRuntime(run_dir / name.value, manifest=manifest)

@@ -66,7 +66,12 @@ def test_daemon_restart_and_run_bring_the_agent_back(platform: Platform, agent_s
                 "--name",
                 "box",
                 "--kit",
-                str(make_kit(scratch)),
+                str(
+                    make_kit(
+                        scratch,
+                        {"BAND_REST_URL": platform.rest_url, "BAND_WS_URL": platform.ws_url},
+                    )
+                ),
                 "band-python-kit",
                 str(ws),
                 check=True,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.urls import endpoint_problem, redact_url, repo_url_problem
+from launcher.urls import endpoint_problem, redact_url, repo_url_problem, shown_endpoint
 
 
 @pytest.mark.parametrize(
@@ -63,3 +63,17 @@ def test_repo_url_rules(value: str, problem: str) -> None:
 def test_redaction_hides_userinfo_only() -> None:
     assert redact_url("https://u:secret@h.example/p") == "https://***@h.example/p"
     assert redact_url("https://h.example/p") == "https://h.example/p"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("https://app.band.ai", "https://app.band.ai"),
+        ("http://127.0.0.1:5/0123abcd/", "http://127.0.0.1:5/..."),
+        ("ws://127.0.0.1:5/tok/api/v1/socket/websocket", "ws://127.0.0.1:5/..."),
+        ("https://user:pw@host.example/x?k=v", "https://***@host.example/..."),
+        ("not a url", "<unparseable URL>"),
+    ],
+)
+def test_shown_endpoint_keeps_the_origin_only(value: str, shown: str) -> None:
+    assert shown_endpoint(value) == shown

@@ -194,15 +194,16 @@ def agent_sdk_env() -> Iterator[None]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def make_kit(parent: Path) -> Path:
-    """The real kit spec plus the emulator opt-in (http/ws endpoints) as kit env."""
+def make_kit(parent: Path, env: dict[str, str] | None = None) -> Path:
+    """The real kit spec plus the emulator opt-in (http/ws endpoints) as kit env, and
+    `env` (e.g. the platform's BAND_REST_URL/BAND_WS_URL, as provisioning stages them)."""
     import yaml as pyyaml
 
-    kit = parent / "kit"
+    kit = parent / ("kit" if env is None else "kit-env")
     if kit.exists():
         return kit
     kit.mkdir()
     spec = pyyaml.safe_load(KIT_SPEC.read_text())
-    spec["environment"] = {"variables": INSECURE}
+    spec["environment"] = {"variables": {**INSECURE, **(env or {})}}
     (kit / "spec.yaml").write_text(pyyaml.safe_dump(spec))
     return kit

@@ -97,7 +97,12 @@ def test_lifecycle_round_trip_and_clean_teardown(
                 workspaces=(ws,),
                 kit=str(make_kit(scratch)),
                 image=be.image,
-                env=INSECURE,
+                # The platform is pinned host-side (never read from the workspace).
+                env={
+                    **INSECURE,
+                    "BAND_REST_URL": platform.rest_url,
+                    "BAND_WS_URL": platform.ws_url,
+                },
                 secrets=(Secret("BAND_API_KEY", (host,), agent_key),),
                 egress=(f"{host}:{port}",),
             )
@@ -195,7 +200,8 @@ def tls_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]
 
 
 def _plain_env_workspace(ws: Path) -> None:
-    """Drop the credentials block: the key then arrives as a plain env variable."""
+    """Drop the credentials block (the launcher then takes the key from its environment,
+    where the opted-in docker runtime puts it)."""
     from ruamel.yaml import YAML
 
     yaml = YAML()
@@ -217,7 +223,8 @@ def test_tls_platform_round_trip(
     kind: str, tls_platform: Platform, agent_sdk: None, request: pytest.FixtureRequest
 ) -> None:
     """An https/wss platform with its own CA: local goes through the credential proxy
-    (TLS upstream trusting the CA); docker gets the key as env plus PROXY_CA_CERT_B64."""
+    (TLS upstream trusting the CA); docker, opted into the env-file tier, gets the key as
+    env plus PROXY_CA_CERT_B64 and reaches the platform through its egress proxy."""
     platform = tls_platform
     assert platform.rest_url.startswith("https://")
     scratch = scratch_dir("rt-tls-")
@@ -227,10 +234,13 @@ def test_tls_platform_round_trip(
         ws = echo_workspace(
             scratch, agent_id=agent_id, rest_url=platform.rest_url, ws_url=platform.ws_url
         )
-        spec_env: dict[str, str] = {}
+        # The platform is pinned host-side (never read from the workspace).
+        spec_env = {"BAND_REST_URL": platform.rest_url, "BAND_WS_URL": platform.ws_url}
         if kind == "docker":
+            # The env-file tier is the operator's explicit choice for this sandbox (never
+            # the workspace's); its egress proxy admits the pinned platform.
             _plain_env_workspace(ws)
-            rt: Runtime = DockerRuntime(scratch / "run")
+            rt: Runtime = DockerRuntime(scratch / "run", key_in_container={name})
             image = request.getfixturevalue("kit_image")
         else:
             rt = LocalRuntime(scratch / "run")

@@ -1,5 +1,7 @@
 """The credential proxy as a real process in front of the emulator: keep-alive requests,
-bodies by length and chunked, the placeholder swapped only for the configured hosts."""
+bodies by length and chunked, the band SDK's own REST client through the token URL, the
+placeholder swapped only for the pinned endpoints the secret's hosts match. (Attacks on
+it: tests/security/test_proxy_custody.py.)"""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ def proxied(platform: Platform, tmp_path: Path) -> Iterator[tuple[str, str]]:
     box = tmp_path / "box"
     box.mkdir()
     injection = boxnet.Injection(("127.0.0.1",), "proxy-managed", agent_key)
-    urls = boxnet.start_proxy(box, tmp_path, {"BAND_REST_URL": platform.rest_url}, [injection])
+    urls = boxnet.start_proxy(box, None, {"BAND_REST_URL": platform.rest_url}, [injection])
     try:
         yield urls["BAND_REST_URL"], agent_id
     finally:
@@ -55,6 +57,34 @@ def test_keep_alive_requests_carry_the_swapped_key(
         assert chunked.json()["data"]["working"] is False
 
 
+async def test_the_sdk_rest_client_keeps_the_token_prefix(
+    proxied: tuple[str, str], platform: Platform
+) -> None:
+    """band's REST client joins paths onto the base URL by concatenation, so the
+    `/<token>` prefix the proxy requires survives (its socket URL keeps it too: the
+    echo-agent round trips in test_contract and tests/security/test_proxy_sdk.py)."""
+    from band.client.rest import AsyncRestClient
+
+    url, agent_id = proxied
+    assert len(url.rsplit("/", 1)[1]) >= 22  # http://127.0.0.1:PORT/<token>
+    client = AsyncRestClient(api_key="proxy-managed", base_url=url)
+    me = await client.agent_api_identity.get_agent_me()
+    assert me.data.id == agent_id
+
+
+def test_the_socket_endpoint_is_derived_from_the_pinned_rest_url(
+    platform: Platform, tmp_path: Path
+) -> None:
+    injection = boxnet.Injection(("127.0.0.1",), "proxy-managed", "k")
+    urls = boxnet.start_proxy(tmp_path, None, {"BAND_REST_URL": platform.rest_url}, [injection])
+    try:
+        token = urls["BAND_REST_URL"].rsplit("/", 1)[1]
+        assert urls["BAND_WS_URL"].startswith("ws://127.0.0.1:")
+        assert urls["BAND_WS_URL"].endswith(f"/{token}/api/v1/socket/websocket")
+    finally:
+        hostbox.stop(tmp_path)
+
+
 def test_other_values_are_not_swapped(proxied: tuple[str, str]) -> None:
     url, _ = proxied
     wrong = httpx.get(f"{url}/api/v1/agent/me", headers={"X-API-Key": "not-the-placeholder"})
@@ -64,7 +94,7 @@ def test_other_values_are_not_swapped(proxied: tuple[str, str]) -> None:
 def test_hosts_outside_the_secret_get_no_proxy(platform: Platform, tmp_path: Path) -> None:
     injection = boxnet.Injection(("**.band.ai",), "proxy-managed", "k")
     env = {"BAND_REST_URL": platform.rest_url, "BAND_WS_URL": platform.ws_url}
-    urls = boxnet.start_proxy(tmp_path, tmp_path, env, [injection])
+    urls = boxnet.start_proxy(tmp_path, None, env, [injection])
     assert urls == {}  # 127.0.0.1 does not match **.band.ai: nothing to swap, no proxy
     assert processes.tagged_pids(boxnet.proxy_tag(tmp_path)) == []
 
@@ -75,7 +105,7 @@ def test_proxy_exits_when_its_box_is_removed(platform: Platform, tmp_path: Path)
     box = tmp_path / "orphan-box"
     box.mkdir()
     injection = boxnet.Injection(("127.0.0.1",), "proxy-managed", "k")
-    urls = boxnet.start_proxy(box, tmp_path, {"BAND_REST_URL": platform.rest_url}, [injection])
+    urls = boxnet.start_proxy(box, None, {"BAND_REST_URL": platform.rest_url}, [injection])
     assert urls
     tag = boxnet.proxy_tag(box)
     assert processes.tagged_pids(tag)

@@ -36,6 +36,14 @@ REQUIRED_ENV = ("BAND_AGENT_ID", "BAND_API_KEY", "BAND_REST_URL", "BAND_WS_URL")
 logger = logging.getLogger("echo-agent")
 
 
+def origin(url: str) -> str:
+    """scheme://host[:port] of an endpoint: a path may carry an access token, never log it."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+
+
 def read_settings() -> dict[str, str]:
     """The four BAND_* values; a missing one is a clear error, not a traceback."""
     missing = [name for name in REQUIRED_ENV if not os.environ.get(name)]
@@ -112,8 +120,8 @@ def main() -> int:
     logger.info(
         "echo agent starting: agent %s, rest %s, ws %s (pid %d)",
         settings["BAND_AGENT_ID"],
-        settings["BAND_REST_URL"],
-        settings["BAND_WS_URL"],
+        origin(settings["BAND_REST_URL"]),
+        origin(settings["BAND_WS_URL"]),
         os.getpid(),
     )
     agent = build_agent(settings)
