@@ -54,6 +54,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from bandkit.dockercli import ImageError, require_image
 from bandkit.fsio import read_regular, write_atomic, write_private
 from bandkit.image.facts import SPEC
 from bandkit.manifest import Kind, Manifest, Remover, Resource
@@ -177,6 +178,10 @@ class DockerRuntime(Runtime):
         name = validate_name(spec.name)
         if self.status(name) is not SandboxStatus.ABSENT:
             raise SandboxError(f"docker: container {name!r} already exists; remove it first")
+        try:  # before anything is made: Docker's own answer would be a registry lookup
+            require_image(spec.image or DEFAULT_IMAGE)
+        except ImageError as exc:
+            raise SandboxError(f"docker: {exc}") from None
         try:
             kit_hosts = egress.kit_allowlist()
         except egress.EgressError as exc:
