@@ -24,9 +24,9 @@ from urllib.parse import urlsplit, urlunsplit
 from bandkit.emulator import service
 from bandkit.kit import agent_check
 from bandkit.kit.band_yaml import BandYamlError, reset_agent_id
-from bandkit.kit.platform_api import delete_agent, find_agent_by_name
+from bandkit.kit.platform_api import delete_agent, find_agents_by_name
 from bandkit.kit.provision import ProvisionError, ProvisionRequest, ProvisionResult, provision
-from bandkit.kit.rooms import room_remover
+from bandkit.kit.rooms import made_after, room_remover
 from bandkit.manifest import (
     Kind,
     Manifest,
@@ -181,11 +181,26 @@ def log_tail(rt: Runtime, name: str, redact: Sequence[str]) -> str:
 def agent_remover(api_key: str) -> Callable[[Resource], None]:
     def remove(resource: Resource) -> None:
         url, name = resource.details["url"], resource.details["name"]
-        agent_id = resource.details.get("id") or asyncio.run(
-            find_agent_by_name(api_key=api_key, rest_url=url, name=name)
-        )
-        if agent_id:
-            asyncio.run(delete_agent(api_key=api_key, rest_url=url, agent_id=agent_id))
+        agent_id = resource.details.get("id", "")
+        if not agent_id:
+            found = asyncio.run(find_agents_by_name(api_key=api_key, rest_url=url, name=name))
+            ours = [
+                a
+                for a in found
+                if "description" in resource.details
+                and a.description == resource.details["description"]
+                and made_after(resource.recorded_at, a.inserted_at)
+            ]
+            if len(ours) != 1:
+                if not found:
+                    return  # never created: nothing to remove
+                raise ProvisionError(
+                    f"an agent named {name!r} exists on {url} but nothing proves this run "
+                    "registered it (description or creation time differ, or several match); "
+                    "kept it. Delete it on the platform if it is yours, then re-run"
+                )
+            agent_id = ours[0].id
+        asyncio.run(delete_agent(api_key=api_key, rest_url=url, agent_id=agent_id))
 
     return remove
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from band_rest import AgentRegisterRequest, AsyncRestClient
@@ -93,8 +95,22 @@ async def register_agent(
     return str(response.data.agent.id), str(response.data.credentials.api_key)
 
 
+@dataclass(frozen=True)
+class FoundAgent:
+    id: str
+    description: str
+    inserted_at: datetime
+
+
 async def find_agent_by_name(*, api_key: str, rest_url: str, name: str) -> str | None:
     """The id of the agent named exactly `name`, or None after every page was read."""
+    found = await find_agents_by_name(api_key=api_key, rest_url=rest_url, name=name)
+    return found[0].id if found else None
+
+
+async def find_agents_by_name(*, api_key: str, rest_url: str, name: str) -> list[FoundAgent]:
+    """Every agent named exactly `name` (id, description, creation time)."""
+    matches: list[FoundAgent] = []
     async with client(api_key, rest_url) as rest:
         cursor: str | None = None
         page = 1
@@ -105,12 +121,14 @@ async def find_agent_by_name(*, api_key: str, rest_url: str, name: str) -> str |
                 page=None if cursor else page,
                 request_options=NO_RETRY,
             )
-            match = next((a for a in response.data if a.name == name), None)
-            if match is not None:
-                return str(match.id)
+            matches += [
+                FoundAgent(str(a.id), str(a.description or ""), a.inserted_at)
+                for a in response.data
+                if a.name == name
+            ]
             meta = response.metadata
             if not getattr(meta, "has_more", False):
-                return None
+                return matches
             cursor = getattr(meta, "next_cursor", None)
             page += 1
         raise RuntimeError(f"more than {MAX_PAGES} pages of agents named like {name!r}")

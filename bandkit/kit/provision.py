@@ -241,7 +241,9 @@ def _register_and_inject(
         # The band.yaml edit is recorded before the agent, so a reverse teardown resets
         # agent.id only after the agent (and everything made after it) is gone.
         manifest.record(Kind.AGENT_ID, str(band_yaml(request.workspace).resolve()))
-        manifest.record(Kind.AGENT, key, name=name, url=request.rest_url)
+        manifest.record(
+            Kind.AGENT, key, name=name, url=request.rest_url, description=request.description
+        )
     log(f"provision: registering agent {name!r} on {request.rest_url}")
     try:
         agent_id, agent_key = asyncio.run(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import httpx
 from band_rest.human_api_chats.types.create_my_chat_room_request_chat import (
@@ -53,8 +54,10 @@ def create_room(manifest: Manifest, *, api_key: str, rest_url: str, title: str) 
     return room_id
 
 
-async def find_rooms_by_title(*, api_key: str, rest_url: str, title: str) -> list[str]:
-    """Ids of every room of this user titled exactly `title`."""
+async def find_rooms_by_title(
+    *, api_key: str, rest_url: str, title: str, since: Callable[[datetime], bool] | None = None
+) -> list[str]:
+    """Ids of every room of this user titled exactly `title` (created when `since` says)."""
     found: list[str] = []
     async with client(api_key, rest_url) as rest:
         cursor: str | None = None
@@ -63,7 +66,11 @@ async def find_rooms_by_title(*, api_key: str, rest_url: str, title: str) -> lis
             response = await rest.human_api_chats.list_my_chats(
                 cursor=cursor, page=None if cursor else page, request_options=NO_RETRY
             )
-            found += [str(room.id) for room in response.data if room.title == title]
+            found += [
+                str(room.id)
+                for room in response.data
+                if room.title == title and (since is None or since(room.inserted_at))
+            ]
             meta = response.metadata
             if not getattr(meta, "has_more", False):
                 return found
@@ -86,6 +93,23 @@ def delete_room(*, api_key: str, rest_url: str, room_id: str) -> bool:
     raise RoomError(f"deleting room {room_id} failed: HTTP {response.status_code}")
 
 
+CLOCK_SKEW = timedelta(minutes=10)
+
+
+def made_after(recorded_at: str, inserted_at: datetime) -> bool:
+    """True when a platform creation time is not before our record (minus the skew).
+
+    A platform resource recorded without an id (the run stopped before the answer) is
+    ours only if it was created after we recorded it, allowing for clock skew between this
+    host and the platform.
+    """
+    if not recorded_at:
+        return False
+    recorded = datetime.strptime(recorded_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    stamp = inserted_at if inserted_at.tzinfo else inserted_at.replace(tzinfo=UTC)
+    return stamp >= recorded - CLOCK_SKEW
+
+
 def room_remover(api_key: str) -> Callable[[Resource], None]:
     """The manifest remover for `Kind.ROOM` entries."""
 
@@ -93,7 +117,15 @@ def room_remover(api_key: str) -> Callable[[Resource], None]:
         url, title = resource.details["url"], resource.details.get("title", "")
         room_id = resource.details.get("id", "")
         if not room_id:  # recorded, then the run stopped before the platform answered
-            found = asyncio.run(find_rooms_by_title(api_key=api_key, rest_url=url, title=title))
+            # Ours only if made after we recorded it: an older same-titled room is kept.
+            found = asyncio.run(
+                find_rooms_by_title(
+                    api_key=api_key,
+                    rest_url=url,
+                    title=title,
+                    since=lambda at: made_after(resource.recorded_at, at),
+                )
+            )
             if len(found) > 1:
                 raise RoomError(
                     f"{len(found)} rooms are titled {title!r} ({', '.join(found)}) and the "

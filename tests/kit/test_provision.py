@@ -84,7 +84,7 @@ def test_four_cases_against_the_emulator(
     platform: Platform, scratch: Path, backend: tuple[str, Sim | None]
 ) -> None:
     kind, _sim = backend
-    name = f"prov-{kind}-four"
+    name = f"prov-{kind.replace('.', '')}-four"
     ws = workspace(platform, scratch)
     with Manifest.open(scratch / "run" / "m.json", secrets=[platform.user_key]) as m:
         rt = make_runtime(kind, scratch / "run", m)
@@ -116,7 +116,7 @@ def test_create_is_decided_separately(
     kind, _sim = backend
     if kind == "local":
         pytest.skip("the local runtime would start the agent; covered by the e2e test")
-    name = f"prov-{kind}-create"
+    name = f"prov-{kind.replace('.', '')}-create"
     ws = workspace(platform, scratch)
     with Manifest.open(scratch / "run" / "m.json") as m:
         rt = make_runtime(kind, scratch / "run", m)
@@ -169,7 +169,7 @@ def test_secret_is_scoped_with_the_proxy_managed_placeholder(
     kind, sim = backend
     if sim is None:
         pytest.skip("sbx only: the simulator shows the stored placeholder")
-    name = f"prov-{kind}-ph"
+    name = f"prov-{kind.replace('.', '')}-ph"
     ws = workspace(platform, scratch)
     rt = make_runtime(kind, scratch / "run")
     run(platform, request_for(platform, ws, name), rt, None)
