@@ -1,8 +1,9 @@
 """Staged workspaces: a copy of each role's workspace that the run may change.
 
 The tracked `examples/docker_demo/agents/<role>/` is never modified. `stage` records the
-copy in the manifest, copies the workspace files (the brain from its one canonical file,
-`examples/docker_demo/brain.py`), writes `script.json` (that role's scenario lines) and
+copy in the manifest, copies the role's files (band.yaml, the locked project, the persona)
+and the one agent program of all three roles (`examples/docker_demo/agent_main.py` as
+`main.py`, and `brain.py`), writes `script.json` (that role's scenario lines) and
 puts the platform's endpoints into the copy's band.yaml (comments kept, ruamel round
 trip). Provisioning later writes the agent id into that same copy. Everything is left
 readable by the agent uid (directories 0755, files 0644): it holds no secret.
@@ -26,8 +27,10 @@ from examples.docker_demo.scenario import Scenario, agent_script
 
 AGENTS_DIR: Final = Path(__file__).resolve().parents[2] / "examples" / "docker_demo" / "agents"
 BRAIN_SOURCE: Final = Path(brain.__file__)
-# The files a workspace is made of (brain.py comes from BRAIN_SOURCE).
-WORKSPACE_FILES: Final = ("main.py", "pyproject.toml", "uv.lock", "band.yaml", "prompt.md")
+MAIN_SOURCE: Final = Path(brain.__file__).with_name("agent_main.py")
+# A role's own files; the program (main.py, brain.py) is shared and added at staging.
+WORKSPACE_FILES: Final = ("pyproject.toml", "uv.lock", "band.yaml", "prompt.md")
+PROGRAM_FILES: Final = {"main.py": MAIN_SOURCE, "brain.py": BRAIN_SOURCE}
 
 
 def write_endpoints(band_yaml: Path, *, rest_url: str, ws_url: str) -> None:
@@ -65,7 +68,8 @@ def stage(
     try:
         for name in WORKSPACE_FILES:
             shutil.copyfile(origin / name, target / name)
-        shutil.copyfile(BRAIN_SOURCE, target / "brain.py")
+        for name, program in PROGRAM_FILES.items():
+            shutil.copyfile(program, target / name)
     except OSError as exc:
         raise DemoError(f"cannot stage the {role.value} workspace from {origin}: {exc}") from None
     script = agent_script(scenario, role, topic=topic)

@@ -1,7 +1,7 @@
 """The scripted brain: a deterministic band-sdk adapter that follows one role's script.
 
-This file is copied verbatim into each agent workspace (``agents/<role>/brain.py``; a test
-keeps the copies identical) and runs inside the sandbox with the workspace's own locked
+The demo stages this file verbatim into each role's workspace copy (beside
+``agent_main.py`` as ``main.py``) and it runs inside the sandbox with the workspace's own locked
 venv: it imports only the standard library and, lazily, band-sdk.
 
 The script is ``script.json`` beside it, written by the demo's staging from a scenario

@@ -13,7 +13,7 @@ import pytest
 from bandkit.demo import teardown
 from bandkit.demo.errors import DemoError
 from bandkit.demo.layout import DemoLayout, RunInfo, box_root_for
-from bandkit.demo.staging import AGENTS_DIR, stage
+from bandkit.demo.staging import AGENTS_DIR, BRAIN_SOURCE, MAIN_SOURCE, stage
 from bandkit.demo.target import EMULATOR_SERVICE
 from bandkit.manifest import Kind, Manifest, Resource, TeardownReport
 from examples.docker_demo.cast import CAST, Role
@@ -50,7 +50,8 @@ def test_stage_makes_a_recorded_copy_and_leaves_the_tracked_tree(tmp_path: Path)
     assert f"restUrl: {REST}" in band
     assert f"wsUrl: {WS}" in band
     assert "# band.yaml of the demo's Maya (PM) agent" in band  # comments kept
-    assert (target / "brain.py").read_bytes() == (AGENTS_DIR / "pm" / "brain.py").read_bytes()
+    assert (target / "brain.py").read_bytes() == BRAIN_SOURCE.read_bytes()
+    assert (target / "main.py").read_bytes() == MAIN_SOURCE.read_bytes()
     assert oct(target.stat().st_mode & 0o777) == "0o755"
     assert oct((target / "main.py").stat().st_mode & 0o777) == "0o644"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bandkit.demo.staging import AGENTS_DIR, BRAIN_SOURCE, WORKSPACE_FILES
+from bandkit.demo.staging import AGENTS_DIR, MAIN_SOURCE, PROGRAM_FILES, WORKSPACE_FILES
 from bandkit.kit.band_yaml import read_agent_id, validate_band_yaml
 from examples.docker_demo.cast import CAST, READY_LINE, Role
 from launcher.constants import PLACEHOLDER_AGENT_ID
@@ -29,8 +29,10 @@ def locked_version(lock: Path, package: str) -> str:
 @pytest.mark.parametrize("role", ROLES)
 def test_each_workspace_is_complete(role: str) -> None:
     workspace = AGENTS_DIR / role
-    for name in (*WORKSPACE_FILES, "brain.py", ".gitignore"):
+    for name in (*WORKSPACE_FILES, ".gitignore"):
         assert (workspace / name).is_file(), name
+    for program in PROGRAM_FILES.values():
+        assert program.is_file(), program
     assert "script.json" in (workspace / ".gitignore").read_text().split()
 
 
@@ -78,13 +80,12 @@ def test_the_lock_is_current(role: str, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_one_brain_and_one_main_for_all_three() -> None:
-    canonical = BRAIN_SOURCE.read_bytes()
-    mains = {(AGENTS_DIR / role / "main.py").read_bytes() for role in ROLES}
-    assert len(mains) == 1
+def test_one_agent_program_for_all_three() -> None:
+    # The roles differ only in their own files; the program lives once and is staged.
     for role in ROLES:
-        assert (AGENTS_DIR / role / "brain.py").read_bytes() == canonical, role
-    assert f'READY_LINE = "{READY_LINE}"' in mains.pop().decode()
+        assert not (AGENTS_DIR / role / "main.py").exists(), role
+        assert not (AGENTS_DIR / role / "brain.py").exists(), role
+    assert f'READY_LINE = "{READY_LINE}"' in MAIN_SOURCE.read_text()
 
 
 @pytest.mark.parametrize("role", ROLES)

@@ -6,7 +6,9 @@ the real key on the wire), ``BAND_REST_URL`` and ``BAND_WS_URL``. Who this agent
 it says come from ``script.json``, which the demo stages beside this file (``uv run invoke
 demo.up``); ``prompt.md`` is the persona the LLM brains use.
 
-The three demo workspaces carry the same ``main.py`` and ``brain.py``. SIGTERM and SIGINT
+This file is the one agent program of the three roles: the demo stages it as ``main.py``,
+with ``brain.py``, into each role's workspace copy (``agents/<role>/`` holds what differs
+per role: band.yaml, the locked project, the persona). SIGTERM and SIGINT
 stop the agent within ``SHUTDOWN_TIMEOUT_S``; "demo agent ready" on stderr means it is
 connected (the demo waits for that line).
 """
