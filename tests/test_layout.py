@@ -24,6 +24,7 @@ PACKAGES = ("bandkit", "launcher", "smoke", "examples", "tasks")
 FLOORS: tuple[tuple[str, int], ...] = (
     ("bandkit.errors", 0),
     ("bandkit.fsio", 0),
+    ("bandkit.daemons", 0),
     ("launcher", 0),
     ("bandkit.manifest", 1),
     ("bandkit.dockercli", 1),

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import httpx
 
+from bandkit import daemons
 from bandkit.fsio import write_private
 from bandkit.llm.cli import read_keys
 from bandkit.llm.errors import LLMStubError
@@ -62,12 +62,7 @@ def _read_record(run_dir: Path) -> RunRecord | None:
 
 
 def _is_our_stub(pid: int) -> bool:
-    """True only if `pid` is alive and runs `python -m bandkit.llm`."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return MODULE.encode() in cmdline
+    return daemons.runs_module(pid, MODULE)
 
 
 def running(run_dir: Path) -> RunRecord | None:
@@ -221,18 +216,7 @@ def down(run_dir: Path = RUN_DIR, *, timeout: float = 15.0) -> str:
     if not _is_our_stub(record.pid):
         (run_dir / RUN_FILE).unlink()
         return f"not running (pid {record.pid} is gone); removed the stale run file"
-    pidfd = os.pidfd_open(record.pid)
-    try:
-        os.kill(record.pid, signal.SIGTERM)
-        ready, _, _ = select.select([pidfd], [], [], timeout)
-        if not ready:
-            os.kill(record.pid, signal.SIGKILL)
-            select.select([pidfd], [], [], 5)
-            outcome = f"killed pid {record.pid} after {timeout:.0f}s without a clean stop"
-        else:
-            outcome = f"stopped pid {record.pid}"
-    finally:
-        os.close(pidfd)
+    outcome = daemons.stop(record.pid, timeout=timeout)
     (run_dir / RUN_FILE).unlink()
     return f"{outcome}; request log kept in {record.requests_file}"
 
