@@ -21,7 +21,7 @@ planted canary).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -110,6 +110,10 @@ class Manifest:
             yield cls(path, cls._load(path, run_id), secrets)
         finally:
             lock.release()
+            if not path.exists():  # nothing recorded any more: leave no trace either
+                Path(lock.lock_file).unlink(missing_ok=True)
+                with suppress(OSError):
+                    path.parent.rmdir()  # only when empty
 
     @staticmethod
     def _load(path: Path, run_id: str) -> ManifestFile:

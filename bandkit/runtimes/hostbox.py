@@ -217,6 +217,8 @@ def start(
     log_fd = os.open(
         root / "startup.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600
     )
+    if os.geteuid() == 0:  # the agent (and `sbx exec cat` in the simulator) reads it back
+        os.fchown(log_fd, agent_uid(), agent_uid())
     log = os.fdopen(log_fd, "ab")
     subprocess.Popen(
         [*prefix, "-m", "launcher"],
