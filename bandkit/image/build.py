@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -220,7 +221,11 @@ def _step_line(line: str, seen: set[str]) -> bool:
 
 
 def _run_streaming(
-    argv: list[str], progress: Progress, cas: Sequence[image_build_ca.CaFile] = ()
+    argv: list[str],
+    progress: Progress,
+    cas: Sequence[image_build_ca.CaFile] = (),
+    *,
+    timeout_s: float = BUILD_TIMEOUT_S,
 ) -> None:
     """Run a docker build, forwarding each step line; fail with the output tail, or with
     the remedy when the output shows a certificate the builder could not verify."""
@@ -235,13 +240,31 @@ def _run_streaming(
         text=True,
         env=env,
     ) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            tail = [*tail[-11:], line.rstrip()]
-            tls = tls or image_build_ca.tls_failure([line])
-            if _step_line(line, seen):
-                progress(f"image.build: {line.rstrip()[:120]}")
-        code = proc.wait(timeout=BUILD_TIMEOUT_S)
+        # The deadline holds while output streams: a hung build is killed, which closes
+        # its output and ends the loop below (a wait after EOF alone would never come).
+        fired = threading.Event()
+
+        def expire() -> None:
+            fired.set()
+            proc.kill()
+
+        watchdog = threading.Timer(timeout_s, expire)
+        watchdog.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                tail = [*tail[-11:], line.rstrip()]
+                tls = tls or image_build_ca.tls_failure([line])
+                if _step_line(line, seen):
+                    progress(f"image.build: {line.rstrip()[:120]}")
+            code = proc.wait()
+        finally:
+            watchdog.cancel()
+    if fired.is_set():
+        raise ImageError(
+            f"docker {argv[0]} did not finish within {timeout_s:.0f}s and was stopped; "
+            "check the daemon (`docker info`) and re-run"
+        )
     if code != 0 and tls is not None:
         bundle = image_build_ca.system_bundle()
         raise image_build_ca.BuildTlsError(image_build_ca.tls_remedy(tls, cas, bundle))

@@ -12,6 +12,8 @@ import re
 from functools import cache
 from pathlib import Path
 
+from bandkit.dockercli import ImageError
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KIT_DIR = REPO_ROOT / "docker" / "band_python_kit"
 DOCKERFILE = KIT_DIR / "Dockerfile"
@@ -53,14 +55,14 @@ def uv_version() -> str:
     """The pinned uv version, read from the UV_IMAGE tag."""
     match = _UV_TAG.search(official_uv_image())
     if match is None:
-        raise ValueError(f"UV_IMAGE in {DOCKERFILE} is not pinned as <repo>:X.Y.Z@sha256:<64 hex>")
+        raise ImageError(f"UV_IMAGE in {DOCKERFILE} is not pinned as <repo>:X.Y.Z@sha256:<64 hex>")
     return match["version"]
 
 
 def _python_pin() -> re.Match[str]:
     match = _PYTHON_TAG.search(official_python_base())
     if match is None:
-        raise ValueError(
+        raise ImageError(
             f"PYTHON_BASE_IMAGE in {DOCKERFILE} is not pinned as "
             "<repo>:X.Y[.Z]-[slim-]<suite>@sha256:<64 hex>"
         )

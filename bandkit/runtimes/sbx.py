@@ -1,6 +1,6 @@
 """The `sbx` runtime: drives the Docker Sandboxes CLI in the installed version's grammar.
 
-`sbx version` is read once. Grammar by version (from the sbx release notes and CLI docs):
+`sbx version` is read once. Grammar by version (docs/sbx-cli.md has the facts behind it):
 
 | | 0.32-0.37 (LEGACY) | 0.38+ (CURRENT) |
 |---|---|---|
