@@ -23,6 +23,16 @@ DEFAULTS = EmulatorConfig()
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
+def _pause_seconds(value: str) -> float | None:
+    """`--start-paused`: seconds, or `until-resumed` (None: held until faults/resume)."""
+    if value == "until-resumed":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a number of seconds or until-resumed") from None
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m bandkit.emulator",
@@ -106,10 +116,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--start-paused",
-        type=float,
+        type=_pause_seconds,
         default=DEFAULTS.start_paused,
         metavar="SECONDS",
-        help="hold agent traffic this long after start, as faults/pause does (for drills)",
+        help="hold agent traffic this long after start, as faults/pause does (for drills); "
+        "`until-resumed` holds it until POST /_emulator/faults/resume",
     )
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
     p.add_argument(

@@ -95,11 +95,16 @@ class Platform:
             return "unauthorized"
         return "unmatched topic"
 
-    def pause(self, seconds: float) -> None:
-        """Hold agent traffic and all sockets for `seconds` (a later pause replaces this one)."""
+    def pause(self, seconds: float | None) -> None:
+        """Hold agent traffic and all sockets for `seconds`, or until `resume` when None
+        (a later pause replaces this one)."""
         if self._resume is not None:
             self._resume.cancel()
+            self._resume = None
         self.gate.clear()
+        if seconds is None:
+            log.warning("FAULT pause: agents and sockets held until resumed")
+            return
         self._resume = asyncio.get_running_loop().call_later(seconds, self.resume)
         log.warning("FAULT pause: agents and sockets held for %.1f s", seconds)
 

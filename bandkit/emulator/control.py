@@ -68,6 +68,9 @@ async def drop(request: Request, platform: Platform, _: Principal) -> Response:
 @control
 async def pause(request: Request, platform: Platform, _: Principal) -> Response:
     raw = request.query_params.get("seconds", "")
+    if raw == "until-resumed":  # deterministic drills: held until faults/resume
+        platform.pause(None)
+        return data({"paused_for": None})
     try:
         seconds = float(raw)
     except ValueError:
@@ -76,6 +79,12 @@ async def pause(request: Request, platform: Platform, _: Principal) -> Response:
         raise invalid("/seconds", f"must be > 0 and <= {MAX_PAUSE_S:.0f}")
     platform.pause(seconds)
     return data({"paused_for": seconds})
+
+
+@control
+async def resume(request: Request, platform: Platform, _: Principal) -> Response:
+    platform.resume()
+    return data({"resumed": True})
 
 
 @control
@@ -113,5 +122,6 @@ ROUTES = [
     Route(f"{PREFIX}/login-link", login_link, methods=["POST"]),
     Route(f"{PREFIX}/faults/drop", drop, methods=["POST"]),
     Route(f"{PREFIX}/faults/pause", pause, methods=["POST"]),
+    Route(f"{PREFIX}/faults/resume", resume, methods=["POST"]),
     Route(f"{PREFIX}/agents/{{agent_id}}/control", agent_control, methods=["POST"]),
 ]

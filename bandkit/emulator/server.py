@@ -69,7 +69,7 @@ class EmulatorConfig:
     ws_ping_interval: float = 20.0
     ws_ping_timeout: float = 20.0
     shutdown_timeout: float = 5.0
-    start_paused: float = 0.0  # hold agent traffic this long after start (drills)
+    start_paused: float | None = 0.0  # hold agent traffic after start; None: until resumed
     access_log: bool = False
     extra_tls_hosts: tuple[str, ...] = field(default_factory=tuple)
     # More `Host` names clients use (name or name:port); the TLS names are allowed too.
@@ -251,7 +251,7 @@ class Emulator:
         secure = "s" if config.tls else ""
         self.rest_url = f"http{secure}://{host}:{port}"
         self.ws_url = f"ws{secure}://{host}:{port}{ws_endpoint.SOCKET_PATH}"
-        if config.start_paused > 0:
+        if config.start_paused is None or config.start_paused > 0:
             self.platform.pause(config.start_paused)
         self.ready.set()
         log.info("serving on %s", self.rest_url)

@@ -135,10 +135,11 @@ async def test_emulator_restart_from_state_file_keeps_agent_working(
     finally:
         assert await first.stop() == 0
     assert agent.key not in state_file.read_text()  # only digests are stored
-    # Agents are held for 3 s after the restart, so the message below is certainly
-    # sent before the running agent is back (the human API answers during the hold).
+    # Agents are held after the restart until this test resumes delivery, so the message
+    # below is certainly sent before the running agent is back (the human API answers
+    # during the hold): no timing window.
     second = await EmulatorProcess(
-        [*args, "--port", port, "--start-paused", "3"], tmp_path / "emu.log"
+        [*args, "--port", port, "--start-paused", "until-resumed"], tmp_path / "emu.log"
     ).start()
     try:
         assert second.rest_url == first.rest_url
@@ -146,6 +147,9 @@ async def test_emulator_restart_from_state_file_keeps_agent_working(
         async with raw_client(second.rest_url) as c:
             health = (await c.get("/_emulator/health")).json()["data"]
         assert agent.id not in health["online_agents"]
+        async with raw_client(second.rest_url) as c:
+            resumed = await c.post("/_emulator/faults/resume")
+        assert resumed.status_code == 200, resumed.text
         await eventually(
             lambda: _replied(human, room, "after restart"), timeout=120, what="reply after restart"
         )
