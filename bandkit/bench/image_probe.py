@@ -8,7 +8,6 @@ they are reported beside a bare-base `docker run true` taken on the same machine
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import os
 import re
 import shutil
@@ -60,27 +59,11 @@ def median_run(argv: list[str], env: dict[str, str] | None = None) -> float:
 
 
 def synthetic_ca_b64() -> str:
-    """A throwaway self-signed CA certificate, base64 of its PEM (as sbx passes it)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    """A throwaway CA certificate, base64 of its PEM (as sbx passes it): the emulator's."""
+    from bandkit.emulator.tls import make_ca_pem
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bandkit bench CA")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    return base64.b64encode(cert.public_bytes(serialization.Encoding.PEM)).decode()
+    with tempfile.TemporaryDirectory(prefix="bandkit-bench-ca-") as tmp:
+        return base64.b64encode(make_ca_pem(Path(tmp))).decode()
 
 
 def size_mb(tag: str) -> float:

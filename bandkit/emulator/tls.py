@@ -88,6 +88,12 @@ def _load_or_make_ca(
     return cert, key
 
 
+def make_ca_pem(directory: Path) -> bytes:
+    """A local CA certificate (PEM), made in `directory` (or reused from there)."""
+    cert, _ = _load_or_make_ca(directory, dt.datetime.now(dt.UTC))
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
 def _alt_names(hosts: list[str]) -> list[x509.GeneralName]:
     names: list[x509.GeneralName] = []
     for host in dict.fromkeys([*hosts, "localhost", "127.0.0.1", "::1"]):

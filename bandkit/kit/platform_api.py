@@ -9,7 +9,7 @@ gives a cursor, page numbers otherwise). `describe_register_error` maps 403 and 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +18,8 @@ from typing import Any
 from band_rest import AgentRegisterRequest, AsyncRestClient
 from band_rest.core.api_error import ApiError
 from band_rest.core.parse_error import ParsingError
+
+from bandkit.errors import BandkitError
 
 NO_RETRY: dict[str, Any] = {"max_retries": 0}
 NAME_FIELDS = frozenset({"name", "/agent/name"})
@@ -108,30 +110,41 @@ async def find_agent_by_name(*, api_key: str, rest_url: str, name: str) -> str |
     return found[0].id if found else None
 
 
+class TooManyPages(BandkitError):
+    """A listing went on past MAX_PAGES pages (a runaway cursor or a huge account)."""
+
+
+async def paged(fetch: Callable[[str | None, int | None], Awaitable[Any]]) -> AsyncIterator[Any]:
+    """Every item of a listing: cursor paging where the platform gives a cursor, page
+    numbers otherwise, at most MAX_PAGES pages (then TooManyPages)."""
+    cursor: str | None = None
+    page = 1
+    for _ in range(MAX_PAGES):
+        response = await fetch(cursor, None if cursor else page)
+        for item in response.data:
+            yield item
+        meta = response.metadata
+        if not getattr(meta, "has_more", False):
+            return
+        cursor = getattr(meta, "next_cursor", None)
+        page += 1
+    raise TooManyPages(f"more than {MAX_PAGES} pages in one listing")
+
+
 async def find_agents_by_name(*, api_key: str, rest_url: str, name: str) -> list[FoundAgent]:
     """Every agent named exactly `name` (id, description, creation time)."""
-    matches: list[FoundAgent] = []
     async with client(api_key, rest_url) as rest:
-        cursor: str | None = None
-        page = 1
-        for _ in range(MAX_PAGES):
-            response = await rest.human_api_agents.list_my_agents(
-                name=name,
-                cursor=cursor,
-                page=None if cursor else page,
-                request_options=NO_RETRY,
+
+        def fetch(cursor: str | None, page: int | None) -> Any:
+            return rest.human_api_agents.list_my_agents(
+                name=name, cursor=cursor, page=page, request_options=NO_RETRY
             )
-            matches += [
-                FoundAgent(str(a.id), str(a.description or ""), a.inserted_at)
-                for a in response.data
-                if a.name == name
-            ]
-            meta = response.metadata
-            if not getattr(meta, "has_more", False):
-                return matches
-            cursor = getattr(meta, "next_cursor", None)
-            page += 1
-        raise RuntimeError(f"more than {MAX_PAGES} pages of agents named like {name!r}")
+
+        return [
+            FoundAgent(str(a.id), str(a.description or ""), a.inserted_at)
+            async for a in paged(fetch)
+            if a.name == name
+        ]
 
 
 async def delete_agent(*, api_key: str, rest_url: str, agent_id: str) -> None:

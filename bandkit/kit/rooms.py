@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 from band_rest.human_api_chats.types.create_my_chat_room_request_chat import (
@@ -24,7 +25,7 @@ from band_rest.human_api_chats.types.create_my_chat_room_request_chat import (
 )
 
 from bandkit.errors import BandkitError
-from bandkit.kit.platform_api import MAX_PAGES, NO_RETRY, client
+from bandkit.kit.platform_api import MAX_PAGES, NO_RETRY, TooManyPages, client, paged
 from bandkit.manifest import Kind, Manifest, Resource
 
 DELETE_TIMEOUT_S = 30.0
@@ -58,25 +59,23 @@ async def find_rooms_by_title(
     *, api_key: str, rest_url: str, title: str, since: Callable[[datetime], bool] | None = None
 ) -> list[str]:
     """Ids of every room of this user titled exactly `title` (created when `since` says)."""
-    found: list[str] = []
     async with client(api_key, rest_url) as rest:
-        cursor: str | None = None
-        page = 1
-        for _ in range(MAX_PAGES):
-            response = await rest.human_api_chats.list_my_chats(
-                cursor=cursor, page=None if cursor else page, request_options=NO_RETRY
+
+        def fetch(cursor: str | None, page: int | None) -> Any:
+            return rest.human_api_chats.list_my_chats(
+                cursor=cursor, page=page, request_options=NO_RETRY
             )
-            found += [
+
+        try:
+            return [
                 str(room.id)
-                for room in response.data
+                async for room in paged(fetch)
                 if room.title == title and (since is None or since(room.inserted_at))
             ]
-            meta = response.metadata
-            if not getattr(meta, "has_more", False):
-                return found
-            cursor = getattr(meta, "next_cursor", None)
-            page += 1
-    raise RoomError(f"more than {MAX_PAGES} pages of rooms; delete room {title!r} by hand")
+        except TooManyPages:
+            raise RoomError(
+                f"more than {MAX_PAGES} pages of rooms; delete room {title!r} by hand"
+            ) from None
 
 
 def delete_room(*, api_key: str, rest_url: str, room_id: str) -> bool:
