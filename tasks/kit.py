@@ -9,42 +9,65 @@ from invoke.exceptions import Exit
 from invoke.tasks import task
 
 from bandkit.errors import BandkitError
-from bandkit.image.facts import SPEC
 from tasks._common import RUN_DIR_HELP, need, reports, resolve_run_dir
+
+SPEC_SHAPE_HELP = (
+    "which default spec when --spec is not given: legacy (spec.yaml, sbx 0.34-0.41), current "
+    "(spec-current.yaml, sbx 0.42.1+) or auto (from `sbx version`; legacy without sbx)"
+)
+
+
+def _default_spec(spec: str, spec_shape: str) -> Path:
+    from bandkit.kit import spec as kit_spec
+
+    if spec:
+        return Path(spec)
+    return kit_spec.default_spec(kit_spec.resolve_shape(spec_shape))
 
 
 @task(
     help={
         "image_ref": "registry reference without digest, e.g. 127.0.0.1:5000/band-python-kit:1.0.0",
         "digest": "sha256:<64 hex> as printed by `invoke image.push`",
-        "spec": "spec to read (default docker/band_python_kit/spec.yaml; never modified)",
+        "spec": "spec to read (default: by --spec-shape; never modified)",
+        "spec_shape": SPEC_SHAPE_HELP,
         "output": "write the stamped copy here (default: stdout)",
     }
 )
 @reports("kit.stamp")
 def stamp(
-    c: Context, image_ref: str = "", digest: str = "", spec: str = "", output: str = ""
+    c: Context,
+    image_ref: str = "",
+    digest: str = "",
+    spec: str = "",
+    output: str = "",
+    spec_shape: str = "auto",
 ) -> None:
-    """Write a copy of spec.yaml whose only change is `image: REF@sha256:...`."""
+    """Write a copy of the kit spec whose only change is `image: REF@sha256:...`."""
     from bandkit.kit import spec as kit_spec
 
     need(image_ref, "--image-ref", "127.0.0.1:5000/band-python-kit:1.0.0")
     need(digest, "--digest", "sha256:<64 hex>")
     target = Path(output) if output else None
-    stamped = kit_spec.stamp_file(Path(spec) if spec else SPEC, image_ref, digest, target)
+    stamped = kit_spec.stamp_file(_default_spec(spec, spec_shape), image_ref, digest, target)
     if target is None:
         print(stamped, end="")
     else:
         print(f"kit.stamp: wrote {output}")
 
 
-@task(help={"spec": "spec to validate (default docker/band_python_kit/spec.yaml)"})
+@task(
+    help={
+        "spec": "spec to validate (default: by --spec-shape)",
+        "spec_shape": SPEC_SHAPE_HELP,
+    }
+)
 @reports("kit.validate")
-def validate(c: Context, spec: str = "") -> None:
+def validate(c: Context, spec: str = "", spec_shape: str = "auto") -> None:
     """`sbx kit validate` when sbx is installed, else our schema checks: PASS or INVALID."""
     from bandkit.kit import spec as kit_spec
 
-    path = Path(spec) if spec else SPEC
+    path = _default_spec(spec, spec_shape)
     verdict = kit_spec.validate_file(path)
     print(verdict.render(path))
     if not verdict.ok:

@@ -442,6 +442,65 @@ def test_kit_validate_error_for_missing_path_and_oci(sim: Sim) -> None:
     assert oci.stderr.startswith("ERROR: OCI references are not supported")
 
 
+# 1.1 / 1.4 kit spec shapes by version ----------------------------------------------------
+
+KIT_DIR = Path(__file__).resolve().parents[2] / "docker" / "band_python_kit"
+
+
+def _repo_kit(sim: Sim, shape_file: str) -> Path:
+    return _kit(sim, (KIT_DIR / shape_file).read_text(encoding="utf-8"))
+
+
+def test_kit_validate_035_takes_the_legacy_shape_and_refuses_the_current(sim: Sim) -> None:
+    legacy = sim("kit", "validate", str(_repo_kit(sim, "spec.yaml")))
+    assert (legacy.returncode, legacy.stdout.split(":")[0]) == (0, "PASS"), legacy.stderr
+    current = sim("kit", "validate", str(_repo_kit(sim, "spec-current.yaml")))
+    assert current.returncode == 1
+    assert current.stderr.strip() == "INVALID: field permissions not found in type spec"
+
+
+def test_kit_validate_047_takes_the_current_shape_and_refuses_the_legacy(sim47: Sim) -> None:
+    current = sim47("kit", "validate", str(_repo_kit(sim47, "spec-current.yaml")))
+    assert (current.returncode, current.stdout.split(":")[0]) == (0, "PASS"), current.stderr
+    legacy = sim47("kit", "validate", str(_repo_kit(sim47, "spec.yaml")))
+    assert legacy.returncode == 1
+    assert legacy.stderr.strip() == "INVALID: field caps not found in type spec.specFileV2"
+
+
+def test_kit_validate_047_refuses_each_legacy_key() -> None:
+    base = 'schemaVersion: "2"\nkind: sandbox\nname: k\n'
+    with simulator("0.47.0") as s:
+        for extra, field in [
+            ("sandbox: {image: i, aiFilename: AGENTS.md}\n", "aiFilename"),
+            ("sandbox: {image: i}\ncommands: {startup: [{command: [x]}]}\n", "commands"),
+            ("sandbox: {image: i}\nagentContext: hi\n", "agentContext"),
+        ]:
+            result = s("kit", "validate", str(_kit(s, base + extra)))
+            assert result.returncode == 1
+            assert (
+                result.stderr.strip() == f"INVALID: field {field} not found in type spec.specFileV2"
+            )
+
+
+def test_kit_validate_between_038_and_042_takes_both_shapes() -> None:
+    with simulator("0.41.0") as s:
+        for shape_file in ("spec.yaml", "spec-current.yaml"):
+            result = s("kit", "validate", str(_repo_kit(s, shape_file)))
+            assert result.returncode == 0, (shape_file, result.stderr)
+
+
+def test_kit_validate_current_entrypoint_must_be_an_argv(sim47: Sim) -> None:
+    kit = _kit(
+        sim47,
+        'schemaVersion: "2"\nkind: sandbox\nname: k\nsandbox: {image: i, entrypoint: run.sh}\n',
+    )
+    result = sim47("kit", "validate", str(kit))
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip() == "INVALID: sandbox.entrypoint must be a non-empty list of strings"
+    )
+
+
 # 1.2 daemon ----------------------------------------------------------------------------
 
 

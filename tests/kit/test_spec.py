@@ -175,3 +175,133 @@ def test_validate_prefers_sbx_when_present(tmp_path: Path) -> None:
     fake.chmod(0o755)
     verdict = kitspec.validate_file(SPEC, sbx=str(fake))
     assert (verdict.ok, verdict.source, verdict.problems) == (False, "sbx", ("spec invalid: nope",))
+
+
+# The post-0.42 shape (spec-current.yaml) ------------------------------------------------
+
+
+def current_text() -> str:
+    return kitspec.SPEC_CURRENT.read_text(encoding="utf-8")
+
+
+def test_current_spec_passes_our_schema_checks() -> None:
+    verdict = kitspec.validate_text(current_text())
+    assert (verdict.ok, verdict.shape, verdict.problems) == (True, "current", ())
+    assert verdict.render(kitspec.SPEC_CURRENT) == f"PASS {kitspec.SPEC_CURRENT} (schema)"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "problem"),
+    [
+        ("      - files.pythonhosted.org\n", "", "permissions.network.allow must be exactly"),
+        (", -m, launcher]", ", -m, band.docker.launcher]", "sandbox.entrypoint must be"),
+        ("permissions:", "ports: [8080]\npermissions:", "ports: Extra inputs"),
+        ("kind: sandbox", "kind: sandbox\ncredentials: []", "credentials: Extra inputs"),
+        ("kind: sandbox", "kind: sandbox\nenvironment:\n  NO_PROXY: x", "proxy variables"),
+        ("name: band-python-kit", "name: other-kit", "name must be"),
+        ("  entrypoint: [", "  entrypoint: [bash, ", "sandbox.entrypoint must be"),
+    ],
+)
+def test_drifted_current_specs_are_invalid(old: str, new: str, problem: str) -> None:
+    text = current_text()
+    assert old in text
+    verdict = kitspec.validate_text(text.replace(old, new, 1))
+    assert not verdict.ok
+    assert any(problem in p for p in verdict.problems), verdict.problems
+
+
+@pytest.mark.parametrize(
+    ("base", "extra", "legacy", "current"),
+    [
+        (
+            "legacy",
+            "agentInstructions: hi\n",
+            "commands, caps, agentContext, sandbox.aiFilename",
+            "agentInstructions",
+        ),
+        ("current", "caps: {}\n", "caps", "sandbox.entrypoint, permissions, agentInstructions"),
+    ],
+)
+def test_a_spec_mixing_both_shapes_is_invalid_and_names_the_keys(
+    base: str, extra: str, legacy: str, current: str
+) -> None:
+    text = (spec_text() if base == "legacy" else current_text()) + extra
+    verdict = kitspec.validate_text(text)
+    assert not verdict.ok
+    assert verdict.problems[0].startswith(
+        f"the spec mixes the legacy keys ({legacy}) with the current keys ({current})"
+    )
+
+
+def test_stamp_works_on_the_current_shape() -> None:
+    text = current_text()
+    stamped = kitspec.stamp(text, REF, DIGEST)
+    before, after = text.splitlines(keepends=True), stamped.splitlines(keepends=True)
+    changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+    assert changed == [("  image: band-python-kit:local\n", f"  image: {REF}@{DIGEST}\n")]
+    assert kitspec.validate_text(stamped).ok
+
+
+def _fake_sbx(tmp_path: Path, version: str) -> str:
+    fake = tmp_path / f"sbx-{version}"
+    fake.write_text(f'#!/bin/sh\n[ "$1" = version ] && echo "sbx version v{version}"\n')
+    fake.chmod(0o755)
+    return str(fake)
+
+
+@pytest.mark.parametrize(
+    ("version", "shape"),
+    [
+        ("0.35.0", "legacy"),
+        ("0.41.9", "legacy"),
+        ("0.42.0", "legacy"),
+        ("0.42.1", "current"),
+        ("0.47.0", "current"),
+    ],
+)
+def test_installed_shape_follows_the_sbx_version(tmp_path: Path, version: str, shape: str) -> None:
+    assert kitspec.installed_shape(_fake_sbx(tmp_path, version)) == shape
+
+
+def test_resolve_shape_and_default_spec() -> None:
+    assert kitspec.default_spec(kitspec.resolve_shape("legacy")) == SPEC
+    assert kitspec.default_spec(kitspec.resolve_shape("current")) == kitspec.SPEC_CURRENT
+    with pytest.raises(kitspec.SpecError, match="--spec-shape must be one of"):
+        kitspec.resolve_shape("newest")
+
+
+def test_validate_file_hands_sbx_a_dir_with_the_file_as_spec_yaml(tmp_path: Path) -> None:
+    fake = tmp_path / "sbx"
+    fake.write_text('#!/bin/sh\nhead -n 6 "$3/spec.yaml" | tail -n 1; exit 1\n')
+    fake.chmod(0o755)
+    verdict = kitspec.validate_file(kitspec.SPEC_CURRENT, sbx=str(fake))
+    assert verdict.problems == ('schemaVersion: "2"',)
+
+
+def test_validate_task_spec_shapes(repo_root: Path) -> None:
+    for shape, path in (("legacy", SPEC), ("current", kitspec.SPEC_CURRENT)):
+        proc = _invoke(repo_root, "kit.validate", "--spec-shape", shape)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith(f"PASS {path} "), proc.stdout
+    bad = _invoke(repo_root, "kit.validate", "--spec-shape", "newest")
+    assert bad.returncode == 1
+    assert "--spec-shape must be one of" in bad.stderr
+
+
+def test_stamp_task_current_shape(repo_root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "spec.yaml"
+    proc = _invoke(
+        repo_root,
+        "kit.stamp",
+        "--image-ref",
+        REF,
+        "--digest",
+        DIGEST,
+        "--output",
+        str(out),
+        "--spec-shape",
+        "current",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "agentInstructions: |" in out.read_text()
+    assert f"image: {REF}@{DIGEST}" in out.read_text()
