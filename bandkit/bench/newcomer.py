@@ -145,19 +145,6 @@ def _split(timed: tuple[float, float]) -> str:
 
 def _timed(verbs: list[str], run_dir: Path) -> tuple[float, float]:
     """(wall seconds of `uv run invoke <verbs>`, the build's own seconds)."""
-    env = {**os.environ, "INVOKE_RUN_DIR": str(run_dir)}
-    start = time.monotonic()
-    proc = subprocess.run(
-        ["uv", "run", "invoke", *verbs],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=TIMEOUT_S,
-    )
-    wall = time.monotonic() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"`invoke {' '.join(verbs)}` failed:\n{proc.stderr[-2000:]}")
+    wall, proc = _invoke(verbs, run_dir)
     built = BUILT.search(proc.stdout)
     return wall, float(built["seconds"]) if built else float("nan")
