@@ -206,13 +206,16 @@ def test_an_unreadable_record_means_no_registry(tmp_path: Path, state: str) -> N
     assert shortcuts.local_status(tmp_path).startswith("no local registry runs")
 
 
-def test_the_newcomer_bench_prints_one_skip_line_without_a_daemon(
+def test_the_newcomer_bench_without_a_daemon_skips_build_push_and_walks_local(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from bandkit.bench import BENCHES, newcomer
 
+    walked: list[str] = []
     monkeypatch.setattr(newcomer, "docker_answers", lambda: False)
-    assert newcomer.run() == [newcomer.SKIP]
+    monkeypatch.setattr(newcomer, "_first_agent", lambda rt: walked.append(rt) or [rt])
+    assert newcomer.run() == [newcomer.SKIP, "local"]
+    assert walked == ["local"]  # no docker walk without a daemon
     assert BENCHES["newcomer"] == "newcomer"
 
 
