@@ -10,14 +10,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import secrets
 import sys
 from pathlib import Path
 
+from bandkit import daemons
 from bandkit.emulator.access import allowed_hosts
 from bandkit.emulator.errors import EmulatorError, Phase
-from bandkit.emulator.server import Emulator, EmulatorConfig, run_until_signalled
+from bandkit.emulator.server import Emulator, EmulatorConfig
 
 DEFAULTS = EmulatorConfig()
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -178,28 +178,9 @@ def _banner(emulator: Emulator, key_line: str) -> list[str]:
     return lines
 
 
-def _print_banner(lines: list[str]) -> None:
-    """Print the banner; a reader that went away (a supervisor that read the URLs and
-    closed the pipe) must not take the server down with it."""
-    try:
-        sys.stdout.write("\n".join(lines) + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-
-
 async def _amain(config: EmulatorConfig, user_key: str, key_line: str) -> None:
     emulator = Emulator(config, user_key=user_key)
-    runner = asyncio.create_task(run_until_signalled(emulator))
-    ready = asyncio.create_task(emulator.ready.wait())
-    await asyncio.wait({runner, ready}, return_when=asyncio.FIRST_COMPLETED)
-    if emulator.ready.is_set():
-        _print_banner(_banner(emulator, key_line))
-    else:
-        ready.cancel()
-    await runner
+    await daemons.serve_and_announce(emulator, lambda: _banner(emulator, key_line))
 
 
 def main(argv: list[str] | None = None) -> int:

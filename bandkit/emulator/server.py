@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import socket
 import uuid
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+from bandkit import daemons
 from bandkit.emulator import (
     access,
     control,
@@ -50,10 +50,6 @@ from bandkit.emulator.state import EmulatorState, User
 
 log = logging.getLogger("bandkit.emulator")
 
-HANDLED_SIGNALS = (
-    signal.SIGINT,  # Ctrl-C: graceful stop; a second one shortens the grace to nothing
-    signal.SIGTERM,  # `platform.down`, service managers: graceful stop
-)
 SHUTDOWN_CLOSE_CODE = 1001  # "going away": the SDK reconnects with backoff
 
 
@@ -143,30 +139,10 @@ def build_app(platform: Platform) -> Starlette:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    """Listen on host:port with a socket made from getaddrinfo's (family, type, proto).
-
-    Its proto must say TCP: asyncio sets TCP_NODELAY only on accepted sockets whose proto
-    is IPPROTO_TCP, and without it each response waits ~40 ms for a delayed ACK.
-    """
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-        )[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(address)
-            sock.listen(512)
-        except OSError:
-            sock.close()
-            raise
-    except (OSError, IndexError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise EmulatorError(
-            Phase.BIND, f"cannot listen on {host}:{port} ({reason}); pick another --port or --host"
-        ) from None
-    sock.setblocking(False)
-    return sock
+        return daemons.listen(host, port, backlog=512)
+    except daemons.BindError as exc:
+        raise EmulatorError(Phase.BIND, str(exc)) from None
 
 
 class Emulator:
@@ -310,22 +286,4 @@ class Emulator:
         return dropped
 
 
-async def run_until_signalled(emulator: Emulator) -> None:
-    """`serve()` with HANDLED_SIGNALS wired to a graceful stop; handlers restored after."""
-    loop = asyncio.get_running_loop()
-    received: list[int] = []
-
-    def on_signal(sig: int) -> None:
-        received.append(sig)
-        if len(received) > 1:
-            log.warning("second signal: not waiting for open connections")
-            emulator.force()
-        emulator.stop()
-
-    for sig in HANDLED_SIGNALS:
-        loop.add_signal_handler(sig, on_signal, sig)
-    try:
-        await emulator.serve()
-    finally:
-        for sig in HANDLED_SIGNALS:
-            loop.remove_signal_handler(sig)
+run_until_signalled = daemons.run_until_signalled

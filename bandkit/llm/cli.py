@@ -10,15 +10,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
 from pathlib import Path
 
+from bandkit import daemons
 from bandkit.fsio import UnsafePathError, read_regular
 from bandkit.llm.errors import LLMStubError
 from bandkit.llm.keys import KeyRing
 from bandkit.llm.script import ScriptSet, load_scripts
-from bandkit.llm.server import AGENT_HEADER, LLMStub, StubConfig, run_until_signalled
+from bandkit.llm.server import AGENT_HEADER, LLMStub, StubConfig
 
 DEFAULTS = StubConfig()
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -137,26 +137,8 @@ def banner(stub: LLMStub, keys_line: list[str]) -> list[str]:
     return lines
 
 
-def _print(lines: list[str]) -> None:
-    """Print the banner; a reader that went away must not take the server down."""
-    try:
-        sys.stdout.write("\n".join(lines) + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-
-
 async def _amain(stub: LLMStub, keys_line: list[str]) -> None:
-    runner = asyncio.create_task(run_until_signalled(stub))
-    ready = asyncio.create_task(stub.ready.wait())
-    await asyncio.wait({runner, ready}, return_when=asyncio.FIRST_COMPLETED)
-    if stub.ready.is_set():
-        _print(banner(stub, keys_line))
-    else:
-        ready.cancel()
-    await runner
+    await daemons.serve_and_announce(stub, lambda: banner(stub, keys_line))
 
 
 def main(argv: list[str] | None = None) -> int:

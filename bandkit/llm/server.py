@@ -18,7 +18,6 @@ import asyncio
 import ipaddress
 import json
 import logging
-import signal
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -36,6 +35,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from bandkit import daemons
 from bandkit.llm import anthropic, openai_chat, openai_common, openai_responses, pages
 from bandkit.llm.conversation import BadRequest, Conversation
 from bandkit.llm.errors import LLMStubError
@@ -46,7 +46,6 @@ from bandkit.llm.script import Decision, Script, ScriptSet
 log = logging.getLogger("bandkit.llm")
 
 AGENT_HEADER = "x-stub-agent"
-HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 LOCAL_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
@@ -621,26 +620,10 @@ def build_app(stub: Stub) -> ASGIApp:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    """Listen on host:port; the proto says TCP so accepted sockets get TCP_NODELAY."""
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-        )[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(address)
-            sock.listen(256)
-        except OSError:
-            sock.close()
-            raise
-    except (OSError, IndexError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise LLMStubError(
-            f"cannot listen on {host}:{port} ({reason}); pick another --port or --host"
-        ) from None
-    sock.setblocking(False)
-    return sock
+        return daemons.listen(host, port, backlog=256)
+    except daemons.BindError as exc:
+        raise LLMStubError(str(exc)) from None
 
 
 def _url_host(host: str) -> str:
@@ -710,21 +693,4 @@ class LLMStub:
         self.ready.clear()
 
 
-async def run_until_signalled(stub: LLMStub) -> None:
-    """`serve()` with SIGINT/SIGTERM wired to a graceful stop (a second one: no waiting)."""
-    loop = asyncio.get_running_loop()
-    received: list[int] = []
-
-    def on_signal(sig: int) -> None:
-        received.append(sig)
-        if len(received) > 1:
-            stub.force()
-        stub.stop()
-
-    for sig in HANDLED_SIGNALS:
-        loop.add_signal_handler(sig, on_signal, sig)
-    try:
-        await stub.serve()
-    finally:
-        for sig in HANDLED_SIGNALS:
-            loop.remove_signal_handler(sig)
+run_until_signalled = daemons.run_until_signalled
