@@ -31,6 +31,8 @@ LOCKED_PROJECTS = (
     "examples/docker_demo/agents/architect",
 )
 WORKFLOWS = ROOT / ".github" / "workflows"
+# hadolint's inputs: every tracked or new Dockerfile* in any folder (git pathspec).
+DOCKERFILES = ":(glob)**/Dockerfile*"
 
 
 def _sync(session: nox.Session, *groups: str) -> None:
@@ -100,7 +102,8 @@ def docker_tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff, lock freshness, shellcheck on every *.sh, actionlint on the workflows."""
+    """ruff, lock freshness, shellcheck on every *.sh, actionlint and zizmor on the workflows,
+    hadolint on every Dockerfile."""
     _sync(session, "dev")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
@@ -115,6 +118,19 @@ def lint(session: nox.Session) -> None:
     else:
         session.warn("shellcheck not installed; skipping (apt-get install shellcheck)")
     session.run("actionlint", *sorted(str(p) for p in WORKFLOWS.glob("*.yml")))
+    # Workflow security (template injection, pins, permissions, cache poisoning); offline,
+    # so it never asks GitHub. Clean, with no ignores: a finding is fixed, not silenced.
+    session.run("zizmor", "--offline", "--no-progress", str(WORKFLOWS.relative_to(ROOT)))
+    session.run("hadolint", *_dockerfiles(session))
+
+
+def _dockerfiles(session: nox.Session) -> list[str]:
+    """Every Dockerfile in the repo (`Dockerfile`, `Dockerfile.cli`, ...), not their ignores."""
+    found = _git_files(session, DOCKERFILES)
+    files = [path for path in found if not path.endswith(".dockerignore")]
+    if not files:
+        session.error(f"no Dockerfile matches {DOCKERFILES!r}: is the pathspec still right?")
+    return files
 
 
 @nox.session
