@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,6 +28,7 @@ from bandkit.emulator.state import Room
 
 log = logging.getLogger("bandkit.emulator.rest")
 
+MAX_ATTACHMENTS = 10  # files per message
 Handler = Callable[[Request, Platform, Principal], Awaitable[Response]]
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -39,6 +41,20 @@ def error_response(
     if details is not None:
         error["details"] = details
     return JSONResponse({"error": error}, status_code=status, headers={"x-request-id": request_id})
+
+
+_ID_SEGMENT = re.compile(
+    r"^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|\d+)$"
+)
+MAX_LOGGED_PATH = 200
+
+
+def route_template(path: str) -> str:
+    """A request path as a route template for the log: UUID and number segments become
+    `{id}`, anything but printable ASCII is escaped, and it is cut at 200 characters."""
+    segments = ["{id}" if _ID_SEGMENT.match(s) else s for s in path.split("/")]
+    shown = "/".join(segments)[:MAX_LOGGED_PATH]
+    return "".join(c if " " <= c <= "~" else f"\\x{ord(c):02x}" for c in shown)
 
 
 def data(payload: Any, status: int = 200, **extra: Any) -> JSONResponse:
@@ -169,8 +185,19 @@ async def post_message_in(
     mentions = fields.get("mentions", [])
     if not isinstance(mentions, list) or not all(isinstance(m, dict) for m in mentions):
         raise invalid("/message/mentions", "must be a list of objects")
+    attachment_ids = fields.get("attachment_ids", [])
+    if not isinstance(attachment_ids, list) or not all(isinstance(i, str) for i in attachment_ids):
+        raise invalid("/message/attachment_ids", "must be a list of file ids")
+    if len(attachment_ids) > MAX_ATTACHMENTS:
+        raise invalid("/message/attachment_ids", f"at most {MAX_ATTACHMENTS} files")
     message, recipients, outcome = messages.post_message(
-        platform.state, room, principal.id, content, mentions, platform.now()
+        platform.state,
+        room,
+        principal.id,
+        content,
+        mentions,
+        platform.now(),
+        attachment_ids=attachment_ids,
     )
     platform.commit(outcome)
     return data({"id": message.id, "success": True, "recipients": recipients}, status=201)

@@ -122,6 +122,14 @@ def parser() -> argparse.ArgumentParser:
         help="hold agent traffic this long after start, as faults/pause does (for drills); "
         "`until-resumed` holds it until POST /_emulator/faults/resume",
     )
+    p.add_argument(
+        "--max-delivery-attempts",
+        type=int,
+        metavar="N",
+        default=DEFAULTS.max_delivery_attempts,
+        help="processing attempts a message gets per agent before it is failed for good "
+        "(default: %(default)s)",
+    )
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
     p.add_argument(
         "--log-level",
@@ -194,6 +202,11 @@ def main(argv: list[str] | None = None) -> int:
         user_key, key_line = _user_key(args)
         if args.port < 0 or args.port > 65535:
             raise EmulatorError(Phase.CONFIG, f"--port must be 0..65535, got {args.port}")
+        if not 1 <= args.max_delivery_attempts <= 100:
+            raise EmulatorError(
+                Phase.CONFIG,
+                f"--max-delivery-attempts must be 1..100, got {args.max_delivery_attempts}",
+            )
         for name in args.allow_host:
             try:
                 allowed_hosts(name, 1, tls=False)
@@ -214,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             start_paused=args.start_paused,
             extra_tls_hosts=tuple(args.tls_name),
             allow_hosts=tuple(args.allow_host),
+            max_delivery_attempts=args.max_delivery_attempts,
         )
         asyncio.run(_amain(config, user_key, key_line))
     except EmulatorError as exc:

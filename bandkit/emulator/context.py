@@ -16,6 +16,7 @@ from typing import Any
 
 from bandkit.emulator.access import PageAccess
 from bandkit.emulator.channels import Broker, Kind, Principal
+from bandkit.emulator.messages import MAX_DELIVERY_ATTEMPTS
 from bandkit.emulator.ops import Outcome
 from bandkit.emulator.persistence import Saver
 from bandkit.emulator.state import EmulatorState, key_digest
@@ -51,7 +52,8 @@ class Platform:
         self._resume: asyncio.TimerHandle | None = None
         self.broker = Broker(self.gate)
         self.drop_sockets: Callable[[], int] = lambda: 0  # wired by the server
-        self.unhandled_seen: set[tuple[str, str]] = set()
+        self.unhandled = 0  # requests no route answered (each one is logged)
+        self.max_attempts = MAX_DELIVERY_ATTEMPTS  # processing attempts per delivery
         # (agent id, room id) pairs halted by `agent.control stop` until `play`
         self.stopped: set[tuple[str, str]] = set()
         self.bulk_jobs: dict[str, dict[str, Any]] = {}  # bulk deletions, by job id

@@ -41,6 +41,7 @@ async def health(request: Request, platform: Platform, _: Principal) -> Response
             "sockets": len(platform.broker.sockets),
             "page_feeds": platform.pages.open_feeds,
             "online_agents": sorted(platform.broker.agent_sockets),
+            "unhandled": platform.unhandled,
         }
     )
 

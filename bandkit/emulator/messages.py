@@ -4,6 +4,12 @@ Same contract as `ops.py`: state and `now` in, `ApiFailure` for refusals, result
 `Push`es out; no IO, no clock. Delivery rule: every mentioned agent other than the
 sender is a recipient and gets a `Delivery`; only recipients are sent
 `message_created`, and `message_updated` goes to human observers only.
+
+Attempt cap: a delivery gets at most `MAX_DELIVERY_ATTEMPTS` processing attempts. The
+attempt that reaches the cap and fails (or a claim beyond it, after an agent died
+during its last attempt) marks the delivery failed for good (`given_up`): `/next` and
+the outstanding list no longer serve it, so one failing message is not retried by
+every later start of the agent. Whether the real platform caps attempts is unverified.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from bandkit.emulator.state import (
     Room,
 )
 
+MAX_DELIVERY_ATTEMPTS = 3
+GAVE_UP = "delivery attempt cap reached"
 EVENT_TYPES = frozenset({"tool_call", "tool_result", "thought", "error", "task", "attention"})
 _NOT_IN_ROOM = "mentioned participant is not in the room"
 
@@ -69,12 +77,20 @@ def post_message(
     raw_mentions: list[dict[str, Any]],
     now: str,
     new_id: NewId = new_uuid,
+    attachment_ids: list[str] | None = None,
 ) -> tuple[Message, list[dict[str, Any]], Outcome]:
-    """Store a text message; every mentioned agent other than the sender is a recipient."""
+    """Store a text message; every mentioned agent other than the sender is a recipient.
+    `attachment_ids` must name files of this room (422 otherwise)."""
     sender = room.participants.get(sender_id)
     if sender is None:  # the user, in a room an agent created without inviting it
         raise ApiFailure(403, "forbidden", "only the room's participants can post in it")
     mentions = _resolve_mentions(state, room, raw_mentions, "/message/mentions")
+    attachments = []
+    for file_id in dict.fromkeys(attachment_ids or []):
+        stored = state.files.get(file_id)
+        if stored is None or stored.room_id != room.id:
+            raise invalid("/message/attachment_ids", "names a file that is not in this room")
+        attachments.append(wire.attachment(stored))
     sender_name, _, _ = wire.who(state, sender)
     recipients = [m for m in mentions if m.id != sender_id]
     message = Message(
@@ -92,6 +108,7 @@ def post_message(
             for m in recipients
             if room.participants[m.id].type is ParticipantType.AGENT
         },
+        attachments=attachments,
         inserted_at=now,
         updated_at=now,
     )
@@ -152,7 +169,7 @@ def next_message(state: EmulatorState, room: Room, agent_id: str) -> Message | N
     """The oldest message addressed to this agent that it has not processed."""
     for message in room_messages(state, room.id):
         delivery = message.deliveries.get(agent_id)
-        if delivery is not None and wire.is_pending(delivery.status):
+        if delivery is not None and wire.is_outstanding(delivery):
             return message
     return None
 
@@ -180,18 +197,35 @@ def _updated(message: Message, now: str) -> Outcome:
 
 
 def mark_processing(
-    state: EmulatorState, room: Room, message_id: str, agent_id: str, now: str
+    state: EmulatorState,
+    room: Room,
+    message_id: str,
+    agent_id: str,
+    now: str,
+    max_attempts: int = MAX_DELIVERY_ATTEMPTS,
 ) -> tuple[Message, Outcome]:
-    """Open a new attempt; a processed message cannot be claimed again (422)."""
+    """Open a new attempt; a processed message cannot be claimed again (422).
+
+    A claim beyond `max_attempts` opens nothing: it closes an attempt left open, marks
+    the delivery failed for good and returns; the caller then answers 422 (`given_up`).
+    """
     message = _delivery(state, room, message_id, agent_id)
     delivery = message.deliveries[agent_id]
     if delivery.status is DeliveryStatus.PROCESSED:
         raise invalid("/status", "message is already processed")
+    if delivery.given_up:
+        raise cap_refusal()
     current = delivery.current_attempt
     if current is not None and current.status is DeliveryStatus.PROCESSING:
         current.status = DeliveryStatus.FAILED
         current.finished_at = now
         current.error = "superseded by a new processing attempt"
+    if len(delivery.attempts) >= max_attempts:
+        if current is not None:
+            current.error = GAVE_UP
+        delivery.status = DeliveryStatus.FAILED
+        delivery.given_up = True
+        return message, _updated(message, now)
     delivery.attempts.append(
         Attempt(
             attempt_number=len(delivery.attempts) + 1,
@@ -211,8 +245,10 @@ def settle(
     outcome: DeliveryStatus,
     now: str,
     error: str | None = None,
+    max_attempts: int = MAX_DELIVERY_ATTEMPTS,
 ) -> tuple[Message, Outcome]:
-    """Close the current processing attempt as processed or failed (422 if there is none)."""
+    """Close the current processing attempt as processed or failed (422 if there is none);
+    a failure of the `max_attempts`-th attempt is final."""
     message = _delivery(state, room, message_id, agent_id)
     delivery = message.deliveries[agent_id]
     current = delivery.current_attempt
@@ -227,4 +263,16 @@ def settle(
     current.finished_at = now
     current.error = error
     delivery.status = outcome
+    if outcome is DeliveryStatus.FAILED and len(delivery.attempts) >= max_attempts:
+        delivery.given_up = True
     return message, _updated(message, now)
+
+
+def cap_refusal() -> ApiFailure:
+    """The 422 a claim gets once its delivery has been given up."""
+    return ApiFailure(
+        422,
+        "validation_error",
+        f"message failed for good: {GAVE_UP}",
+        {"/processing_attempt": [GAVE_UP]},
+    )

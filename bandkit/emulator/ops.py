@@ -115,7 +115,17 @@ def delete_agent(state: EmulatorState, agent_id: str, now: str) -> tuple[AgentRe
         if (p := room.participants.get(agent_id)) is not None:
             out.pushes += drop_participant(state, room, p, now).pushes
     del state.agents[agent_id]
+    _forget_agent(state, agent_id)
     return agent, out
+
+
+def _forget_agent(state: EmulatorState, agent_id: str) -> None:
+    """What dies with an agent: its memories, contacts and contact requests."""
+    state.memories = {k: m for k, m in state.memories.items() if m.source_agent_id != agent_id}
+    state.contacts = {k: c for k, c in state.contacts.items() if agent_id not in (c.a, c.b)}
+    state.contact_requests = {
+        k: r for k, r in state.contact_requests.items() if agent_id not in (r.from_id, r.to_id)
+    }
 
 
 # --- rooms and participants -----------------------------------------------------------
@@ -180,6 +190,9 @@ def delete_room(state: EmulatorState, room_id: str) -> Outcome:
     )
     for message_id in state.room_messages.pop(room_id, []):
         state.messages.pop(message_id, None)
+    state.tasks.pop(room_id, None)
+    state.boards.pop(room_id, None)
+    state.files = {k: f for k, f in state.files.items() if f.room_id != room_id}
     del state.rooms[room_id]
     return out
 

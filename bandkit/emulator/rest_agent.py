@@ -3,7 +3,9 @@
 Lifecycle semantics (see `messages.mark_processing` / `messages.settle`): `processing` opens an
 attempt (200), `processed`/`failed` close it (200) or answer 422 with
 `/processing_attempt` when none is open; both answer 204 while the agent's execution in
-that room is stopped. `messages/next` answers 204 when nothing is pending.
+that room is stopped. `messages/next` answers 204 when nothing is pending. A delivery
+gets at most `Platform.max_attempts` processing attempts (`messages.py`); a claim past
+the cap answers 422 and the message is failed for good.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from bandkit.emulator.api import (
 from bandkit.emulator.channels import Kind, Principal
 from bandkit.emulator.context import Platform
 from bandkit.emulator.errors import invalid
-from bandkit.emulator.state import DeliveryStatus, Room
+from bandkit.emulator.state import Delivery, DeliveryStatus, Room
 
 agent_api = endpoint(Kind.AGENT)
 
@@ -80,11 +82,11 @@ async def context(request: Request, platform: Platform, principal: Principal) ->
     )
 
 
-def _wanted(status_filter: str | None, status: DeliveryStatus) -> bool:
+def _wanted(status_filter: str | None, delivery: Delivery) -> bool:
     """No filter: outstanding deliveries (what the SDK's recovery scan expects)."""
     if not status_filter:
-        return wire.is_pending(status)
-    return status_filter == "all" or status.value == status_filter
+        return wire.is_outstanding(delivery)
+    return status_filter == "all" or delivery.status.value == status_filter
 
 
 @agent_api
@@ -100,7 +102,7 @@ async def list_messages(request: Request, platform: Platform, principal: Princip
     mine = [
         m
         for m in messages.room_messages(platform.state, room.id)
-        if (d := m.deliveries.get(principal.id)) is not None and _wanted(status, d.status)
+        if (d := m.deliveries.get(principal.id)) is not None and _wanted(status, d)
     ]
     if order == "desc":
         mine.reverse()
@@ -140,9 +142,11 @@ async def processing(request: Request, platform: Platform, principal: Principal)
         return Response(status_code=204)
     message_id = request.path_params["message_id"]
     message, outcome = messages.mark_processing(
-        platform.state, room, message_id, principal.id, platform.now()
+        platform.state, room, message_id, principal.id, platform.now(), platform.max_attempts
     )
     platform.commit(outcome)
+    if message.deliveries[principal.id].given_up:
+        raise messages.cap_refusal()
     return data(wire.status_response(message, principal.id))
 
 
@@ -180,6 +184,7 @@ async def failed(request: Request, platform: Platform, principal: Principal) -> 
         DeliveryStatus.FAILED,
         platform.now(),
         error=error,
+        max_attempts=platform.max_attempts,
     )
     platform.commit(outcome)
     return data(wire.status_response(message, principal.id))

@@ -31,20 +31,26 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from bandkit import daemons
 from bandkit.emulator import (
     access,
+    api,
     control,
     pages,
     persistence,
     rest_agent,
-    rest_agent_empty,
     rest_agent_rooms,
     rest_bulk,
+    rest_contacts,
+    rest_files,
     rest_human,
+    rest_human_memories,
+    rest_memories,
+    rest_tasks,
     tls,
     ws_endpoint,
 )
 from bandkit.emulator.api import error_response
 from bandkit.emulator.context import Platform, utc_now
 from bandkit.emulator.errors import EmulatorError, Phase
+from bandkit.emulator.messages import MAX_DELIVERY_ATTEMPTS
 from bandkit.emulator.persistence import Saver
 from bandkit.emulator.state import EmulatorState, User
 
@@ -72,6 +78,8 @@ class EmulatorConfig:
     allow_hosts: tuple[str, ...] = field(default_factory=tuple)
     page_feeds_per_client: int = 8
     page_feeds_total: int = 32
+    # Processing attempts per delivery before it is failed for good (see `messages.py`).
+    max_delivery_attempts: int = MAX_DELIVERY_ATTEMPTS
 
 
 def new_state() -> EmulatorState:
@@ -95,11 +103,11 @@ def _url_host(host: str) -> str:
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
+    """Every request no route answers: one `UNHANDLED <METHOD> <template>` line each."""
     platform: Platform = request.app.state.platform
-    key = (request.method, request.url.path)
-    if key not in platform.unhandled_seen:
-        platform.unhandled_seen.add(key)
-        log.warning("UNHANDLED %s %s", request.method, request.url.path)
+    platform.unhandled += 1
+    method = request.method if request.method.isalpha() else "?"
+    log.warning("UNHANDLED %s %s", method[:16], api.route_template(request.url.path))
     return error_response(404, "not_found", f"no route for {request.method} {request.url.path}")
 
 
@@ -115,10 +123,14 @@ def _misdirected() -> Response:
 def build_app(platform: Platform) -> Starlette:
     routes = [
         *rest_bulk.ROUTES,  # before rest_human: its fixed paths would match `{id}` there
+        *rest_human_memories.ROUTES,
         *rest_human.ROUTES,
         *rest_agent.ROUTES,
         *rest_agent_rooms.ROUTES,
-        *rest_agent_empty.ROUTES,
+        *rest_memories.ROUTES,
+        *rest_tasks.ROUTES,
+        *rest_files.ROUTES,
+        *rest_contacts.ROUTES,
         *control.ROUTES,
         *ws_endpoint.ROUTES,
         *pages.ROUTES,
@@ -178,6 +190,7 @@ class Emulator:
         )
         self.platform = Platform(state, self._user_key, self._saver, pages=pages)
         self.platform.drop_sockets = self.drop_sockets
+        self.platform.max_attempts = config.max_delivery_attempts
 
         ssl_kwargs: dict[str, Any] = {}
         if config.tls:

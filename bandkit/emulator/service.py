@@ -284,7 +284,8 @@ def status(run_dir: Path = RUN_DIR) -> list[str]:
         info = health(record)
         lines.append(
             f"health: {info['status']}; {info['agents']} agents, {info['rooms']} rooms, "
-            f"{info['messages']} messages, {info['sockets']} sockets"
+            f"{info['messages']} messages, {info['sockets']} sockets, "
+            f"{info.get('unhandled', 0)} unhandled requests"
         )
         lines.append(login_link(record))
     except PlatformError as exc:

@@ -2,7 +2,9 @@
 
 Everything the platform remembers is here, so a restart from the state file keeps
 agents, keys (as SHA-256 digests only), rooms, participants, messages and each
-recipient's delivery state. `EmulatorState` is the one object that is persisted.
+recipient's delivery state, memories, room tasks and boards, files and contacts.
+A state file from before those existed loads with them empty. `EmulatorState` is the
+one object that is persisted.
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ class Attempt(_Model):
 class Delivery(_Model):
     status: DeliveryStatus = DeliveryStatus.DELIVERED
     attempts: list[Attempt] = Field(default_factory=list)
+    # Set once the attempt cap is reached: failed for good, `/next` no longer serves it.
+    given_up: bool = False
 
     @property
     def current_attempt(self) -> Attempt | None:
@@ -115,8 +119,106 @@ class Message(_Model):
     # agent id -> delivery; only agents that are recipients have one
     deliveries: dict[str, Delivery] = Field(default_factory=dict)
     extra_metadata: dict[str, object] = Field(default_factory=dict)
+    # `Attachment`s as rendered at posting time (files never change)
+    attachments: list[dict[str, object]] = Field(default_factory=list)
     inserted_at: str
     updated_at: str
+
+
+class Memory(_Model):
+    """An agent's stored memory (`AgentMemory`); only its source agent sees it."""
+
+    id: str
+    source_agent_id: str
+    content: str
+    thought: str
+    system: str
+    type: str
+    segment: str
+    scope: str
+    subject_id: str | None = None
+    metadata: dict[str, object] = Field(default_factory=dict)
+    status: str = "active"
+    inserted_at: str
+    updated_at: str
+
+
+class Actor(_Model):
+    id: str
+    type: ParticipantType
+
+
+class TaskEvent(_Model):
+    actor: Actor
+    at: str
+    event: str
+    payload: dict[str, object] = Field(default_factory=dict)
+
+
+class TaskAssignment(_Model):
+    assignee: Actor
+    status: str
+    active_form: str = ""
+    linked_native_id: str = ""
+    updated_at: str
+
+
+class Task(_Model):
+    id: str
+    number: int
+    room_id: str
+    subject: str
+    detail: str = ""
+    state: str = "active"
+    created_by: Actor
+    assignments: list[TaskAssignment] = Field(default_factory=list)
+    history: list[TaskEvent] = Field(default_factory=list)
+    superseded_by_id: str | None = None
+    inserted_at: str
+    updated_at: str
+
+
+class Board(_Model):
+    goal_title: str | None = None
+    goal_summary: str | None = None
+    created_by: Actor | None = None
+    updated_by: Actor | None = None
+    history: list[TaskEvent] = Field(default_factory=list)
+    inserted_at: str | None = None
+    updated_at: str | None = None
+
+
+class StoredFile(_Model):
+    """A room attachment; the bytes live in the state file (base64), under size caps."""
+
+    id: str
+    room_id: str
+    uploader_id: str
+    name: str
+    content_type: str
+    sha256: str
+    size: int
+    data_b64: str
+    inserted_at: str
+
+
+class ContactRequest(_Model):
+    id: str
+    from_id: str
+    to_id: str
+    message: str | None = None
+    status: str = "pending"  # pending, approved, rejected, cancelled
+    inserted_at: str
+    updated_at: str
+
+
+class Contact(_Model):
+    """One contact relationship; both directions at once (`a` and `b`)."""
+
+    id: str
+    a: str
+    b: str
+    inserted_at: str
 
 
 class EmulatorState(_Model):
@@ -130,3 +232,10 @@ class EmulatorState(_Model):
     # room id -> message ids in posting order
     room_messages: dict[str, list[str]] = Field(default_factory=dict)
     next_seq: int = 1
+    memories: dict[str, Memory] = Field(default_factory=dict)
+    # room id -> task id -> task; room id -> board; file id -> file
+    tasks: dict[str, dict[str, Task]] = Field(default_factory=dict)
+    boards: dict[str, Board] = Field(default_factory=dict)
+    files: dict[str, StoredFile] = Field(default_factory=dict)
+    contact_requests: dict[str, ContactRequest] = Field(default_factory=dict)
+    contacts: dict[str, Contact] = Field(default_factory=dict)

@@ -11,12 +11,14 @@ from typing import Any
 
 from bandkit.emulator.state import (
     AgentRecord,
+    Delivery,
     DeliveryStatus,
     EmulatorState,
     Message,
     Participant,
     ParticipantType,
     Room,
+    StoredFile,
     User,
 )
 
@@ -156,6 +158,20 @@ def message(m: Message) -> JSON:
         "inserted_at": m.inserted_at,
         "updated_at": m.updated_at,
         "metadata": metadata,
+        **({"attachments": m.attachments} if m.attachments else {}),
+    }
+
+
+def attachment(f: StoredFile) -> JSON:
+    """`Attachment` (an uploaded room file)."""
+    return {
+        "id": f.id,
+        "name": f.name,
+        "content_type": f.content_type,
+        "bytes": f.size,
+        "sha256": f.sha256,
+        "has_thumb": False,
+        "expires_at": None,
     }
 
 
@@ -218,13 +234,20 @@ def agent_control(mode: str, agent_id: str, room_id: str | None) -> JSON:
 
 
 def redacted(state: EmulatorState) -> JSON:
-    """The control API's snapshot: the whole state minus every key digest."""
+    """The control API's snapshot: the whole state minus key digests and file bytes."""
     dumped = state.model_dump(mode="json")
     for agent in dumped["agents"].values():
         agent.pop("key_sha256", None)
+    for stored in dumped["files"].values():
+        stored.pop("data_b64", None)  # the bytes: download them instead
     return dumped
 
 
 def is_pending(status: DeliveryStatus) -> bool:
-    """`/next` serves anything not yet processed (processing/failed get replayed)."""
+    """Not yet processed (processing/failed get replayed, see `is_outstanding`)."""
     return status is not DeliveryStatus.PROCESSED
+
+
+def is_outstanding(d: Delivery) -> bool:
+    """What `/next` serves: not processed and not given up at the attempt cap."""
+    return is_pending(d.status) and not d.given_up

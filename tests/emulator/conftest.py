@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import subprocess
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +97,12 @@ async def echo_agents(
     for process in started:  # pytest shows this only when the test failed
         lines = process.log_path.read_text(errors="replace").splitlines()
         print(f"--- last lines of {process.log_path.name}", *lines[-40:], sep="\n")
+
+
+@pytest.fixture
+def no_unhandled(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """Fail the test if the emulator logged any `UNHANDLED` request during it."""
+    caplog.set_level(logging.WARNING, logger="bandkit.emulator")
+    yield
+    lines = [r.getMessage() for r in caplog.records if "UNHANDLED" in r.getMessage()]
+    assert lines == [], f"the emulator had no route for: {lines}"

@@ -22,6 +22,7 @@ import httpx
 import pytest
 from band.client.rest import AsyncRestClient
 from band.client.streaming import WebSocketClient
+from band.runtime.tools import AgentTools
 from band_rest import AgentRegisterRequest, ChatMessageRequest, ChatRoomRequest, ParticipantRequest
 from band_rest.types import ChatMessageRequestMentionsItem
 
@@ -175,6 +176,33 @@ async def mention(human: AsyncRestClient, room_id: str, agent: Registered, text:
         ),
     )
     return sent.data.id
+
+
+@dataclass
+class Seat:
+    """One registered agent in a room the user created, with the SDK's own tools."""
+
+    agent: Registered
+    room: str
+    rest: AsyncRestClient
+    tools: AgentTools
+
+
+async def seat(rest_url: str, human: AsyncRestClient, name: str, room: str | None = None) -> Seat:
+    """Register `name`, add it to `room` (a new one by default), and give it `AgentTools`."""
+    agent = await register(human, name)
+    room = room or await create_room(human)
+    await add(human, room, agent.id)
+    rest = AsyncRestClient(api_key=agent.key, base_url=rest_url)
+    return Seat(agent, room, rest, AgentTools(room, rest, agent_id=agent.id))
+
+
+async def with_participants(s: Seat) -> AgentTools:
+    """`s.tools` again, knowing the room's participants (what mention resolution needs)."""
+    listed = await s.rest.agent_api_participants.list_agent_chat_participants(s.room)
+    people = [p.model_dump() for p in listed.data]
+    s.tools = AgentTools(s.room, s.rest, people, agent_id=s.agent.id)
+    return s.tools
 
 
 @dataclass

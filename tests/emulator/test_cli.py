@@ -44,6 +44,7 @@ def test_help_lists_every_option() -> None:
         "--state-file",
         "--tls",
         "--allow-host",
+        "--max-delivery-attempts",
     ):
         assert option in result.stdout
 
@@ -54,6 +55,7 @@ def test_help_lists_every_option() -> None:
         (["--port", "70000"], "[config]"),
         (["--user-key-file", "/nonexistent/key"], "[config]"),
         (["--allow-host", "gateway:notaport"], "[config]"),
+        (["--max-delivery-attempts", "0"], "[config]"),
     ],
 )
 def test_bad_options_fail_cleanly(args: list[str], phase: str) -> None:

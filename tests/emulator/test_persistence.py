@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import stat
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import pytest
 
 from bandkit.emulator import persistence
 from bandkit.emulator.errors import EmulatorError, Phase
+from bandkit.emulator.server import Emulator, new_state
 from tests.emulator.conftest import StartEmulator
 from tests.emulator.support import (
     USER_KEY,
@@ -18,6 +21,7 @@ from tests.emulator.support import (
     mention,
     raw_client,
     register,
+    seat,
 )
 
 
@@ -69,3 +73,47 @@ async def test_restart_keeps_agents_keys_rooms_messages_and_delivery(
         assert done.json()["data"]["status"] == "processed"
     rooms = await human_client(second.rest_url).human_api_chats.list_my_chats()
     assert [r.title for r in rooms.data] == ["kept"]
+
+
+def test_a_state_file_from_before_memories_tasks_files_and_contacts_loads(
+    tmp_path: Path,
+) -> None:
+    old = new_state().model_dump(mode="json")
+    for key in ("memories", "tasks", "boards", "files", "contact_requests", "contacts"):
+        del old[key]
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(old))
+    loaded = persistence.load(path)
+    assert loaded is not None
+    assert (loaded.memories, loaded.tasks, loaded.files, loaded.contacts) == ({}, {}, {}, {})
+
+
+async def test_deleting_a_room_or_an_agent_takes_its_data_along(emu: Emulator) -> None:
+    human = human_client(emu.rest_url)
+    pm = await seat(emu.rest_url, human, "PM")
+    dev = await seat(emu.rest_url, human, "Dev")
+    await pm.tools.create_task("goes with the room")
+    await pm.tools.set_board(goal_title="so does the goal")
+    async with raw_client(emu.rest_url, pm.agent.key) as client:
+        raw = b"bytes"
+        upload = await client.put(
+            f"/api/v1/agent/chats/{pm.room}/files",
+            content=raw,
+            headers={
+                "x-file-name": "a.txt",
+                "x-file-sha256": hashlib.sha256(raw).hexdigest(),
+                "content-type": "text/plain",
+            },
+        )
+        assert upload.status_code == 201, upload.text
+    memory = {"system": "working", "type": "semantic", "segment": "agent", "scope": "agent"}
+    await pm.tools.store_memory("goes with the agent", thought="t", **memory)
+    await pm.tools.add_contact("dev")
+    assert emu.platform is not None
+    state = emu.platform.state
+    async with raw_client(emu.rest_url) as client:
+        assert (await client.delete(f"/api/v1/me/chats/{pm.room}")).status_code == 204
+        assert (await client.delete(f"/api/v1/me/agents/{pm.agent.id}?force=true")).is_success
+    assert (state.tasks, state.boards, state.files) == ({}, {}, {})
+    assert (state.memories, state.contact_requests) == ({}, {})
+    assert dev.agent.id in state.agents

@@ -315,7 +315,7 @@ async def test_running_sdk_agent_invited_by_a_peer_answers_there(
     assert echo.key not in log
 
 
-async def test_unimplemented_agent_paths_are_still_logged_once(
+async def test_unimplemented_agent_paths_are_logged_per_request_as_templates(
     emu: Emulator, human: AsyncRestClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     agent = await register(human)
@@ -326,4 +326,4 @@ async def test_unimplemented_agent_paths_are_still_logged_once(
             missing = await client.get(f"/api/v1/agent/chats/{room}/files")
             assert_error(missing, 404, "not_found")
     lines = [r.getMessage() for r in caplog.records if "UNHANDLED" in r.getMessage()]
-    assert lines == [f"UNHANDLED GET /api/v1/agent/chats/{room}/files"]
+    assert lines == ["UNHANDLED GET /api/v1/agent/chats/{id}/files"] * 2

@@ -13,6 +13,7 @@ from band_rest import ChatMessageRequest
 from band_rest.human_api_profile import UpdateMyProfileRequestUser
 from band_rest.types import ChatMessageRequestMentionsItem
 
+from bandkit.emulator.api import route_template
 from bandkit.emulator.server import Emulator
 from tests.emulator.support import add, assert_refuses_wrong_keys, create_room, raw_client, register
 
@@ -221,7 +222,7 @@ async def test_profile_update_renames_the_user_everywhere(
             assert_error(await client.put("/api/v1/me/profile", json=bad), 422, "validation_error")
 
 
-async def test_unknown_routes_404_and_logged_once(
+async def test_unknown_routes_404_and_logged_once_per_request(
     emu: Emulator, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="bandkit.emulator")
@@ -229,11 +230,17 @@ async def test_unknown_routes_404_and_logged_once(
         for _ in range(3):
             assert_error(await client.get("/api/v1/me/nothing-here"), 404, "not_found")
         assert_error(await client.patch("/api/v1/me/profile", json={}), 404, "not_found")
+        for n in (ROOM, "1234", "x%C3%A9y"):  # ids become a template; non-ASCII is escaped
+            assert_error(await client.post(f"/api/v1/me/things/{n}/poke"), 404, "not_found")
+        health = await client.get("/_emulator/health")
     unhandled = [r.getMessage() for r in caplog.records if "UNHANDLED" in r.getMessage()]
     assert unhandled == [
-        "UNHANDLED GET /api/v1/me/nothing-here",
+        *["UNHANDLED GET /api/v1/me/nothing-here"] * 3,
         "UNHANDLED PATCH /api/v1/me/profile",
+        *["UNHANDLED POST /api/v1/me/things/{id}/poke"] * 2,
+        "UNHANDLED POST /api/v1/me/things/x\\xe9y/poke",
     ]
+    assert health.json()["data"]["unhandled"] == 7
 
 
 async def test_bulk_deletions_complete_with_per_id_results(
@@ -260,3 +267,9 @@ async def test_bulk_deletions_complete_with_per_id_results(
         assert_error(await client.post(path, json={"ids": []}), 422, "validation_error")
         assert_error(await client.post(path, json={"ids": ["x"] * 101}), 422, "validation_error")
         assert_error(await client.get(f"/api/v1/me/bulk-deletions/{ROOM}"), 404, "not_found")
+
+
+def test_unhandled_paths_are_logged_as_safe_templates() -> None:
+    assert route_template(f"/api/v1/agent/memories/{ROOM}/pin") == "/api/v1/agent/memories/{id}/pin"
+    assert route_template("/x/\n\x1b[31m/7") == "/x/\\x0a\\x1b[31m/{id}"  # no log injection
+    assert len(route_template("/" + "a" * 5000)) == 200
