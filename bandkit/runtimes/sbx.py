@@ -19,11 +19,20 @@ proof that a sandbox is ours is its `id` (`sbx ls --json`), recorded in the mani
 after create: teardown removes a listed sandbox only when its id matches, and keeps (and
 reports) a same-named one that does not. An entry without an id (create interrupted
 before it was written) falls back to the recorded workspace where `ls` reports one.
+
+From 0.43 sbx stops a sandbox that has no attached session after about a minute, and a
+current-shape kit's entrypoint runs only while one is attached. There each sandbox gets a
+supervisor (`bandkit.runtimes.supervisor`): a detached process holding `sbx run --name N`
+on a pty, started after create and on start, stopped before stop and rm, recorded in the
+manifest (a `process` entry whose key is its tag) so teardown stops it first. Its output is
+the sandbox's startup log (`logs().startup`). Kits are staged in the shape the installed
+sbx decodes (`bandkit.runtimes.sbxkit`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -34,9 +43,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from bandkit.fsio import UnsafePathError, read_regular
 from bandkit.manifest import Kind, Manifest, Remover, Resource
+from bandkit.runtimes import sbxkit, supervisor
 from bandkit.runtimes.base import (
     ExecResult,
     Logs,
@@ -53,6 +62,8 @@ from bandkit.runtimes.base import (
 MIN_VERSION = (0, 32, 0)
 CURRENT_FROM = (0, 38, 0)
 RM_DELETES_SECRETS_FROM = (0, 40, 0)
+SUPERVISE_FROM = (0, 43, 0)  # unattached sandboxes auto-stop (docs/sbx-cli.md 1.1)
+SUPERVISOR_SERVICE = "sbx-supervisor"
 T_QUICK = 60.0
 T_CREATE = 600.0
 T_EXEC = 120.0
@@ -98,11 +109,19 @@ class SbxRuntime(Runtime):
         manifest: Manifest | None = None,
         binary: str = "sbx",
         kits_dir: Path | None = None,
+        supervisors_dir: Path | None = None,
+        supervise: bool | None = None,
     ) -> None:
         super().__init__(manifest=manifest)
         self.binary = binary
+        tmp = Path(tempfile.gettempdir())
         # Where kits carrying this run's platform endpoints are staged (private to us).
-        self.kits_dir = kits_dir or Path(tempfile.gettempdir()) / f"bandkit-sbx-kits-{os.getuid()}"
+        self.kits_dir = kits_dir or tmp / f"bandkit-sbx-kits-{os.getuid()}"
+        # Supervisor pid files and attach logs: beside the kits of a run dir.
+        self.supervisors_dir = supervisors_dir or (
+            kits_dir.parent / "supervisors" if kits_dir else tmp / f"bandkit-sbx-sup-{os.getuid()}"
+        )
+        self._supervise = supervise  # None: from the version (tests turn it off)
         self._version: tuple[int, int, int] | None = None
         self._ids: dict[str, str] = {}  # name -> sbx id of the sandboxes created here
 
@@ -122,6 +141,65 @@ class SbxRuntime(Runtime):
     @property
     def grammar(self) -> Grammar:
         return Grammar.CURRENT if self.version >= CURRENT_FROM else Grammar.LEGACY
+
+    @property
+    def supervised(self) -> bool:
+        """Whether sandboxes need a held `sbx run` to keep running (0.43+)."""
+        if self._supervise is not None:
+            return self._supervise
+        return self.version >= SUPERVISE_FROM
+
+    # -- supervisors (0.43+)
+    def supervisor_tag(self, name: str) -> str:
+        """The supervisor's tag, equal to its manifest key (generic removers use it)."""
+        where = hashlib.sha256(str(self.supervisors_dir.resolve()).encode()).hexdigest()[:10]
+        return self.key("supervisor", validate_name(name), where)
+
+    def supervise(self, name: str) -> None:
+        """Start sandbox `name`'s supervisor unless it runs; recorded before it starts."""
+        tag = self.supervisor_tag(name)
+        if self.manifest is not None:
+            self.manifest.record(
+                Kind.PROCESS,
+                tag,
+                runtime=self.name.value,
+                service=SUPERVISOR_SERVICE,
+                name=name,
+                dir=str(self.supervisors_dir),
+            )
+        try:
+            supervisor.spawn(name, directory=self.supervisors_dir, tag=tag, binary=self.binary)
+        except (RuntimeError, OSError) as exc:
+            raise SandboxError(f"sbx: {exc}") from None
+
+    def revive(self, name: str) -> None:
+        """Replace a supervisor that died (its pid file is left: nobody stopped it)."""
+        tag = self.supervisor_tag(name)
+        pid_file, _ = supervisor.paths(self.supervisors_dir, validate_name(name))
+        if pid_file.exists() and supervisor.verified_pid(self.supervisors_dir, name, tag) is None:
+            self.warn(f"sbx: the supervisor of {name} had died; started a new one")
+            self.supervise(name)
+
+    def unsupervise(self, name: str) -> None:
+        tag = self.supervisor_tag(name)
+        supervisor.stop(validate_name(name), directory=self.supervisors_dir, tag=tag)
+
+    def _remove_supervisor(self, resource: Resource) -> None:
+        details = resource.details
+        directory = Path(details["dir"])
+        if not directory.is_absolute():
+            raise SandboxError(f"{resource.ref}: its dir must be an absolute path")
+        supervisor.stop(validate_name(details["name"]), directory=directory, tag=resource.key)
+
+    def attach_log(self, name: str) -> str | None:
+        """What the supervisor's `sbx run` printed (the agent's output), None if none."""
+        _, log = supervisor.paths(self.supervisors_dir, validate_name(name))
+        try:
+            return read_regular(log, what="attach log")[0].decode(errors="replace")
+        except FileNotFoundError:
+            return None
+        except UnsafePathError as exc:
+            raise SandboxError(str(exc)) from None
 
     def _run(
         self,
@@ -198,36 +276,22 @@ class SbxRuntime(Runtime):
             entry = self.manifest.find(Kind.SANDBOX, self.key(name)) if self.manifest else None
             if self.manifest is not None and entry is not None:
                 self.manifest.update(entry, id=str(row["id"]))
+        if self.supervised:
+            self.supervise(name)
 
     def staged_kit(self, spec: SandboxSpec) -> str | None:
-        """The kit to create from: a local kit directory is copied with the sandbox's
-        platform env (BAND_REST_URL, BAND_WS_URL, ...) added to `environment.variables`, so
-        the agent reaches the platform provisioning used whatever the workspace says (the
-        VM gets no host env). A kit reference is used as it is, with a warning."""
+        """The kit to create from, in the shape this sbx decodes and with the sandbox's
+        platform env (see `sbxkit`); a kit reference is used as it is, with a warning."""
         if spec.kit is None:
             return None
-        source = Path(spec.kit)
-        if not source.is_dir():
-            if spec.env:
-                self.warn(
-                    f"kit {spec.kit} is a reference: the sandbox uses its own endpoints "
-                    "(band.yaml or the kit's), not the ones provisioning used"
-                )
-            return spec.kit
-        if not spec.env:
-            return str(source.resolve())
-        self.kits_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        staged = self.kits_dir / validate_name(spec.name)
-        if staged.exists():
-            shutil.rmtree(staged)
-        shutil.copytree(source, staged, symlinks=True)
-        spec_file = staged / "spec.yaml"
-        data = yaml.safe_load(spec_file.read_text(encoding="utf-8")) or {}
-        variables = dict((data.get("environment") or {}).get("variables") or {})
-        variables.update(spec.env)
-        data.setdefault("environment", {})["variables"] = variables
-        spec_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-        return str(staged.resolve())
+        return sbxkit.staged_kit(
+            spec.kit,
+            name=validate_name(spec.name),
+            env=spec.env,
+            current=self.version >= sbxkit.CURRENT_SHAPE_FROM,
+            kits_dir=self.kits_dir,
+            warn=self.warn,
+        )
 
     def create_argv(self, spec: SandboxSpec) -> list[str]:
         argv = ["create", "--name", validate_name(spec.name)]
@@ -238,17 +302,22 @@ class SbxRuntime(Runtime):
             argv += ["--template", spec.image]
         if self.grammar is Grammar.CURRENT:
             return [*argv, kit, *map(str, spec.workspaces)]
-        return [*argv, "--kit", kit, kit_name(kit), *map(str, spec.workspaces)]
+        return [*argv, "--kit", kit, sbxkit.kit_name(kit), *map(str, spec.workspaces)]
 
     def start(self, name: str) -> None:
         """Start a stopped sandbox (its kit startup commands run again).
 
         `sbx run --name` would attach an interactive session (a PTY) and block; `exec`
         starts a stopped sandbox first and returns, so a no-op command starts it headless.
+        From 0.43 the supervisor then attaches (and runs the entrypoint); a supervisor
+        that died is replaced.
         """
         self._run(["exec", validate_name(name), "true"], what="start (exec)", timeout=T_CREATE)
+        if self.supervised:
+            self.supervise(name)
 
     def stop(self, name: str) -> None:
+        self.unsupervise(name)  # first: a held `sbx run` would start it again
         self._run(["stop", validate_name(name)], what="stop")
 
     def exec(
@@ -288,6 +357,8 @@ class SbxRuntime(Runtime):
         row = self._row(name)
         if row is None:
             return SandboxStatus.ABSENT
+        if self.supervised:
+            self.revive(name)
         running = row.get("status") == "running"
         return SandboxStatus.RUNNING if running else SandboxStatus.STOPPED
 
@@ -296,6 +367,12 @@ class SbxRuntime(Runtime):
 
     def logs(self, name: str) -> Logs:
         name = validate_name(name)
+        attached = self.attach_log(name) if self.supervised else None
+        if attached is not None:  # the entrypoint prints to the attached terminal
+            running = self.status(name) is SandboxStatus.RUNNING  # exec would start it
+            launcher_log = f"{DEFAULT_LOG_PATH}/launcher.log"
+            launcher = self.exec(name, ["cat", launcher_log]).stdout if running else ""
+            return Logs(startup=attached, launcher=launcher)
         startup = self.exec(name, ["cat", STARTUP_LOG]).stdout
         launcher = self.exec(name, ["cat", f"{DEFAULT_LOG_PATH}/launcher.log"]).stdout
         return Logs(startup=startup, launcher=launcher)
@@ -305,10 +382,12 @@ class SbxRuntime(Runtime):
         self._remove(name, sandbox_id=self._ids.get(validate_name(name), ""))
 
     def _remove(self, name: str, *, sandbox_id: str = "", workspace: str = "") -> None:
-        # The kit copy staged for it is ours either way.
+        # The kit copy staged for it is ours either way; so is a supervisor we started.
         shutil.rmtree(self.kits_dir / validate_name(name), ignore_errors=True)
+        self.unsupervise(name)
         row = self._row(name)
         if row is None:
+            self._forget_attach_log(name)
             return
         found = str(row.get("id", ""))
         listed = row.get("workspaces")
@@ -326,6 +405,11 @@ class SbxRuntime(Runtime):
         self._run(["rm", "-f", name], what="rm")
         if self._row(name) is not None:
             raise SandboxError(f"sbx rm -f {name} returned 0 but the sandbox is still listed")
+        self._forget_attach_log(name)
+
+    def _forget_attach_log(self, name: str) -> None:
+        """The supervisor's files go with the sandbox (a directory we made)."""
+        shutil.rmtree(self.supervisors_dir / validate_name(name), ignore_errors=True)
 
     def _remove_sandbox(self, resource: Resource) -> None:
         details = resource.details
@@ -387,17 +471,8 @@ class SbxRuntime(Runtime):
             Kind.SANDBOX: self._remove_sandbox,
             Kind.SECRET: self._remove_secret,
             Kind.POLICY: self._remove_rule,
+            Kind.PROCESS: self._remove_supervisor,
         }
-
-
-def kit_name(kit: str) -> str:
-    """AGENT for `create --kit`: the kit's own name (spec.yaml), or the ref's last segment."""
-    spec = Path(kit) / "spec.yaml"
-    if spec.is_file():
-        data = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
-        if isinstance(data, dict) and data.get("name"):
-            return str(data["name"])
-    return kit.rstrip("/").rsplit("/", 1)[-1].split("@")[0].split(":")[0]
 
 
 def parse_custom_table(text: str) -> list[dict[str, Any]]:

@@ -43,6 +43,11 @@ def remove(vm: Path) -> None:
     hostbox.remove(vm)
 
 
+def status(vm: Path) -> str:
+    """`running` while the box's agent (the kit's startup or entrypoint) runs."""
+    return hostbox.status(vm)
+
+
 # Paths inside a real VM and where the simulator's box keeps them.
 VM_PATHS = {
     "/var/log/sbx-kit-startup.log": "startup.log",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -14,6 +16,8 @@ from pathlib import Path
 
 FAKES = Path(__file__).resolve().parent
 SBX = FAKES / "sbx"
+IDLE_ENV = "SBX_SIM_IDLE_S"  # 0.43+: seconds before an unattached sandbox stops
+WATCHER_ENV = "SBX_SIM_WATCHER"
 
 
 @dataclass
@@ -54,7 +58,7 @@ class Sim:
         return "\n".join(parts)
 
 
-def sim_env(state: Path, version: str | None = None) -> dict[str, str]:
+def sim_env(state: Path, version: str | None = None, idle_s: float | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(FAKES), str(Path(sys.executable).parent), env["PATH"]])
     env["SBX_SIM_STATE"] = str(state)
@@ -62,15 +66,35 @@ def sim_env(state: Path, version: str | None = None) -> dict[str, str]:
         env["SBX_SIM_VERSION"] = version
     else:
         env.pop("SBX_SIM_VERSION", None)
+    if idle_s is not None:
+        env[IDLE_ENV] = f"{idle_s:g}"
+    else:
+        env.pop(IDLE_ENV, None)
     return env
 
 
+def watchers(state: Path) -> list[int]:
+    """Pids of the simulator's idle watchers for `state` (its stand-in daemon)."""
+    wanted = f"{WATCHER_ENV}={state}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if wanted in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
 @contextmanager
-def simulator(version: str | None = None) -> Iterator[Sim]:
-    """A fresh simulator with world-readable dirs under /tmp (the agent uid must read them)."""
+def simulator(version: str | None = None, *, idle_s: float | None = None) -> Iterator[Sim]:
+    """A fresh simulator with world-readable dirs under /tmp (the agent uid must read them);
+    `idle_s`: the 0.43+ idle auto-stop (default: the simulator's 75 s)."""
     scratch = Path(tempfile.mkdtemp(prefix="sbxsim-", dir="/tmp"))
     os.chmod(scratch, 0o755)  # noqa: S103 - uid 1000 runs sandbox commands in here
-    sim = Sim(state=scratch / "state", scratch=scratch, env=sim_env(scratch / "state", version))
+    state = scratch / "state"
+    sim = Sim(state=state, scratch=scratch, env=sim_env(state, version, idle_s))
     try:
         yield sim
     finally:
@@ -81,4 +105,7 @@ def simulator(version: str | None = None) -> Iterator[Sim]:
 
             for vm in (sim.state / "vms").glob("*"):  # whatever a failed test left running
                 hostbox.stop(vm, grace_s=5)
+            for pid in watchers(sim.state):  # they exit once their sandbox is gone
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         shutil.rmtree(scratch, ignore_errors=True)

@@ -127,7 +127,8 @@ def test_create_teardown_removes_sandbox_and_scoped_secret(sim: Sim, tmp_path: P
         with pytest.raises(SandboxError, match="already exists"):
             rt.create(SandboxSpec("box", (ws,)))
         kinds = [r.kind for r in manifest.resources]
-        assert kinds == [Kind.SECRET, Kind.SANDBOX]
+        supervised = [Kind.PROCESS] if rt.supervised else []  # 0.43+: the held `sbx run`
+        assert kinds == [Kind.SECRET, Kind.SANDBOX, *supervised]
         assert teardown(manifest, rt.removers()).clean
     assert rt.list() == []
     assert not rt.has_secret("box", "h")  # 0.35's rm leaves it: removed from the manifest

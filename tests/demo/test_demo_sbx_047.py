@@ -1,0 +1,102 @@
+"""`invoke demo.up --runtime sbx --scenario happy` on simulated sbx 0.47 (short idle
+auto-stop): the kit is staged in the current shape, each sandbox is kept attached by its
+supervisor across the meeting, the verdict is reached, and teardown stops the supervisors
+and removes the sandboxes: nothing of the run is left (sandboxes, sessions, supervisor
+processes, manifest), and the canary user key never shows up."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bandkit.demo import teardown
+from bandkit.demo.layout import DemoLayout
+from bandkit.emulator import service
+from bandkit.runtimes import processes
+from tests.fakes.simharness import Sim, simulator, watchers
+from tests.runtimes.helpers import REPO, agent_sdk_env, scratch_dir, wait_for
+
+pytestmark = pytest.mark.slow
+
+CANARY = "canary-user-key-demo47-3c81f0aa"
+IDLE_S = 3.0
+
+
+@pytest.fixture(scope="module")
+def run_dir() -> Iterator[Path]:
+    with agent_sdk_env():
+        path = scratch_dir("demo47-")
+        key_file = path / service.KEY_FILE
+        key_file.write_text(CANARY + "\n")
+        key_file.chmod(0o600)
+        service.up(path)
+        try:
+            yield path
+        finally:
+            teardown.down(path, env={}, log=print)  # whatever a failed test left
+            service.down(path)
+            shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def sim() -> Iterator[Sim]:
+    with simulator("0.47.0", idle_s=IDLE_S) as s:
+        s("policy", "init", "balanced", check=True)
+        yield s
+
+
+def supervisors() -> list[int]:
+    """Live processes tagged as a demo sandbox's sbx supervisor."""
+    marker = f"{processes.TAG_ENV}=sbx/supervisor/band-demo-".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = (entry / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(e.startswith(marker) for e in environ):
+                found.append(int(entry.name))
+    return found
+
+
+def test_happy_on_simulated_047(run_dir: Path, sim: Sim) -> None:
+    env = {k: v for k, v in sim.env.items() if not k.startswith(("BAND_", "DEMO_"))}
+    env |= {"PYTHONUNBUFFERED": "1", "DEMO_GRACE_S": "0.5"}
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "invoke", "demo.up", "--runtime", "sbx", "--headless"),
+            *("--scenario", "happy", "--run-dir", str(run_dir)),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    assert "demo.up: verdict: decided (architect verdict)" in done.stdout
+    print(next(ln for ln in done.stdout.splitlines() if "demo.up: timings:" in ln))
+    for role in ("pm", "dev", "architect"):
+        assert f"teardown: removed process:sbx/supervisor/band-demo-{role}/" in done.stdout
+    calls = [json.loads(line)["argv"] for line in (sim.state / "calls.jsonl").open()]
+    kits = sorted(Path(argv[-2]).name for argv in calls if argv[:1] == ["create"])
+    assert kits == ["band-demo-architect", "band-demo-dev", "band-demo-pm"]  # staged copies
+    assert sum(argv[:2] == ["run", "--name"] for argv in calls) >= 3  # one attach each
+    assert json.loads(sim("ls", "--json").stdout)["sandboxes"] == []
+    assert supervisors() == []
+    layout = DemoLayout.for_run_dir(run_dir)
+    assert not layout.manifest.exists()
+    assert not list((layout.runtimes / "sbx" / "supervisors").glob("*"))
+    wait_for(lambda: not watchers(sim.state), 5, "the idle watchers to exit")
+    assert CANARY not in out
+    assert CANARY not in sim.outputs()
