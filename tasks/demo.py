@@ -1,5 +1,8 @@
 """`demo.*`: the three-agent design meeting (bandkit/demo/, examples/docker_demo/).
 
+`demo.build` makes the images `demo.up --runtime docker` runs: the kit image, and for
+`--brains stub|real` the CLI image on it (bandkit/demo/cli_image.py), proven to run.
+
 Exit codes of `demo.up`: 0 verdict reached, 1 failure, 2 the presenter ended it before a
 verdict, 3 hard kill on the message cap, 4 hard kill on the wall clock, 130 interrupted
 (Ctrl-C/SIGTERM; torn down). See examples/docker_demo/README.md.
@@ -22,7 +25,8 @@ from tasks._common import RUN_DIR_HELP, need, reports, resolve_run_dir
         "platform": "local (the emulator; default) or real (BAND_REST_URL, BAND_WS_URL, "
         "BAND_API_KEY_USER)",
         "runtime": "auto (sbx, else docker, else local), sbx, docker or local",
-        "brains": "scripted (deterministic, offline; the default); stub and real are not built",
+        "brains": "scripted (deterministic, offline; the default); stub (the real Claude SDK, "
+        "Codex and CrewAI adapters against the local LLM stub, offline); real is not available",
         "scenario": "happy (default), no-handoff, runaway, slow, silent-architect, presenter-end",
         "topic": "what the meeting is about",
         "headless": "close after the grace period instead of opening the floor after the verdict",
@@ -61,6 +65,23 @@ def demo_up(
     )
     if result.exit_code:
         raise Exit(code=result.exit_code)
+
+
+@task(
+    name="build",
+    help={
+        "brains": "scripted (default): the kit image; stub or real: also the CLI image "
+        "(kit + the pinned codex CLI), which the docker runtime runs them on",
+        "no_cache": "rebuild every layer (the bases stay)",
+    },
+)
+@reports("demo.build")
+def demo_build(c: Context, brains: str = "scripted", no_cache: bool = False) -> None:
+    """Build the images `demo.up --runtime docker --brains BRAINS` needs; prove they run."""
+    from bandkit.demo import cli_image
+
+    for built in cli_image.build(brains, no_cache=no_cache):
+        print(f"demo.build: {built.line()}")
 
 
 @task(name="down", help={"run_dir": RUN_DIR_HELP})

@@ -8,6 +8,11 @@ verdict -> clean teardown (the process exits 0; `DEMO_GRACE_S=0`, so this is the
 closer plus the teardown). The first round is cold (a new uv cache, and as root a new
 SDK home); the rest reuse the caches. Targets: verdict <= 30 s, teardown <= 10 s. The
 upstream demo needs sbx, Docker and LLM keys, so there is nothing to compare here.
+
+Then the same on the docker runtime (`--runtime docker`, the kit image
+`band-python-kit:local` already built: a warm image), when a daemon answers and that
+image exists (else one line says why it was skipped): one warm-up round, then
+`DOCKER_ROUNDS` timed ones. Targets: verdict <= 60 s, teardown <= 10 s.
 """
 
 from __future__ import annotations
@@ -28,10 +33,13 @@ REPO: Final = Path(__file__).resolve().parents[2]
 WARM_ROUNDS: Final = 3
 TARGET_VERDICT_S: Final = 30.0
 TARGET_TEARDOWN_S: Final = 10.0
+DOCKER_ROUNDS: Final = 3
+TARGET_DOCKER_VERDICT_S: Final = 60.0
 ROUND_TIMEOUT_S: Final = 600.0
+QUIET_LINES: Final = ("demo.up: phase ", "demo.up: timings", "demo.up: transcript")
 
 
-def _round(run_dir: Path) -> tuple[float, float]:
+def _round(run_dir: Path, runtime: str = "local", brains: str = "scripted") -> tuple[float, float]:
     """(command -> verdict, verdict -> exit) seconds for one happy run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BAND_", "DEMO_"))}
     env.update(PYTHONUNBUFFERED="1", DEMO_GRACE_S="0")
@@ -43,10 +51,12 @@ def _round(run_dir: Path) -> tuple[float, float]:
         "--platform",
         "local",
         "--runtime",
-        "local",
+        runtime,
         "--headless",
         "--scenario",
         "happy",
+        "--brains",
+        brains,
         "--run-dir",
         str(run_dir),
     ]
@@ -74,7 +84,11 @@ def _round(run_dir: Path) -> tuple[float, float]:
     return verdict_at - started, ended - verdict_at
 
 
-def run() -> list[str]:
+def run(options: list[str] | None = None) -> list[str]:
+    if options:  # `demo --brains stub`: the framework brains (`demo_stub`)
+        from bandkit.bench import demo_stub
+
+        return demo_stub.run(options, _round)
     run_dir = Path(tempfile.mkdtemp(prefix="bench-demo-"))
     box_root = DemoLayout.for_run_dir(run_dir).box_root
     try:
@@ -97,4 +111,42 @@ def run() -> list[str]:
         f"({mark(verdict, TARGET_VERDICT_S)} the {TARGET_VERDICT_S:g} s target); "
         f"verdict -> clean teardown {teardown:.1f} s "
         f"({mark(teardown, TARGET_TEARDOWN_S)} the {TARGET_TEARDOWN_S:g} s target)",
+        *docker_lines(),
     ]
+
+
+def docker_lines() -> list[str]:
+    """The docker runtime's figures (warm image, then warm uv cache), or why there are none."""
+    from bandkit.dockercli import docker_answers, image_exists
+    from bandkit.image.facts import LOCAL_TAG
+
+    if not docker_answers() or not image_exists(LOCAL_TAG):
+        return [f"demo happy on docker: skipped (needs a Docker daemon and {LOCAL_TAG})"]
+    run_dir = Path(tempfile.mkdtemp(prefix="bench-demo-docker-"))
+    run_dir.chmod(0o755)
+    box_root = DemoLayout.for_run_dir(run_dir).box_root
+    try:
+        first = _round(run_dir, "docker")
+        rounds = [_round(run_dir, "docker") for _ in range(DOCKER_ROUNDS)]
+    except RuntimeError as exc:  # keep the local figures; say why docker has none
+        said = [line for line in str(exc).splitlines() if line.startswith("demo.up: ")]
+        why = [line for line in said if not line.startswith(QUIET_LINES)] or said or [str(exc)]
+        return [f"demo happy on docker: failed: {why[-1]}"]
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(box_root, ignore_errors=True)
+    verdict = statistics.median(v for v, _ in rounds)
+    teardown = statistics.median(t for _, t in rounds)
+    each = ", ".join(f"{v:.1f}/{t:.1f}" for v, t in rounds)
+    return [
+        "demo happy on the docker runtime (own emulator, 3 kit-image containers, DEMO_GRACE_S=0):",
+        f"  first: command -> verdict {first[0]:.1f} s; verdict -> clean teardown {first[1]:.1f} s",
+        f"  warm, median of {DOCKER_ROUNDS} ({each} s): command -> verdict {verdict:.1f} s "
+        f"({_mark(verdict, TARGET_DOCKER_VERDICT_S)} the {TARGET_DOCKER_VERDICT_S:g} s target); "
+        f"verdict -> clean teardown {teardown:.1f} s "
+        f"({_mark(teardown, TARGET_TEARDOWN_S)} the {TARGET_TEARDOWN_S:g} s target)",
+    ]
+
+
+def _mark(value: float, target: float) -> str:
+    return "within" if value <= target else "OVER"

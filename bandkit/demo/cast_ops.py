@@ -6,7 +6,8 @@
 * `provision_cast`: `bandkit.kit.provision` for each role without creating the sandbox:
   register, write agent.id into the staged band.yaml, store the key as a proxy-managed
   secret scoped to the sandbox name (all recorded in the manifest first).
-* `create_sandboxes`: one sandbox per role with the platform's env and egress.
+* `create_sandboxes`: one sandbox per role with the platform's env and egress, plus what
+  the brains add (`stub_brains.Brains`: the model's env, its key as a secret, its egress).
 * `wait_connected`: until every agent's startup log says it is connected, with a deadline
   and a progress line; a sandbox that stops first fails at once with its log's tail.
 """
@@ -23,7 +24,7 @@ from bandkit.demo.errors import DemoError
 from bandkit.kit.platform_api import NO_RETRY, client, delete_agent
 from bandkit.kit.provision import ProvisionError, ProvisionRequest, provision, sandbox_env
 from bandkit.manifest import Manifest
-from bandkit.runtimes.base import Runtime, SandboxError, SandboxSpec, SandboxStatus
+from bandkit.runtimes.base import Runtime, SandboxError, SandboxSpec, SandboxStatus, Secret
 from examples.docker_demo.cast import CAST, DEMO_NAMES, READY_LINE, Role, is_demo_agent
 
 Log = Callable[[str], None]
@@ -63,7 +64,14 @@ def sweep_stale(*, api_key: str, rest_url: str, log: Log) -> list[str]:
         raise DemoError(f"sweeping stale demo agents failed: {type(exc).__name__}") from None
 
 
-def requests_for(workspaces: Mapping[Role, Path], rest_url: str) -> dict[Role, ProvisionRequest]:
+def requests_for(
+    workspaces: Mapping[Role, Path],
+    rest_url: str,
+    *,
+    env: Mapping[Role, Mapping[str, str]] | None = None,
+) -> dict[Role, ProvisionRequest]:
+    """One provisioning request per role; `env` is what the brains add to its sandbox."""
+    env = env or {}
     return {
         role: ProvisionRequest(
             name=CAST[role].sandbox,
@@ -72,6 +80,7 @@ def requests_for(workspaces: Mapping[Role, Path], rest_url: str) -> dict[Role, P
             rest_url=rest_url,
             agent_name=CAST[role].name,
             create=False,
+            env=dict(env.get(role, {})),
         )
         for role in Role
     }
@@ -104,16 +113,20 @@ def create_sandboxes(
     kit: str | None,
     image: str | None,
     log: Log,
+    secrets: Mapping[Role, tuple[Secret, ...]] | None = None,
+    egress: Mapping[Role, tuple[str, ...]] | None = None,
 ) -> None:
+    """One sandbox per role; `secrets` and `egress` are what the brains add (the LLM)."""
     for role, request in requests.items():
-        env, egress = sandbox_env(request)
+        env, platform = sandbox_env(request)
         spec = SandboxSpec(
             name=request.name,
             workspaces=(request.workspace,),
             kit=kit,
             image=image,
             env=env,
-            egress=egress,
+            secrets=(secrets or {}).get(role, ()),
+            egress=(*platform, *(egress or {}).get(role, ())),
         )
         try:
             runtime.create(spec)

@@ -1,10 +1,12 @@
 """Everything `demo.up` checks before it changes anything.
 
-* options: `--brains scripted` (stub and real are refused as not built yet), a known
+* options: `--brains scripted` or `stub` (real is refused: untested), a known
   `--scenario`, a known `--platform` (real needs its three variables);
 * the caps: `BreakerConfig()` defaults, then the scenario's `breaker:` overrides, then
   `DEMO_*` from the environment; `--headless` closes after the grace period, otherwise
   the floor opens after the verdict (unless `DEMO_HEADLESS`/`DEMO_INTERACTIVE` decide);
+* stub brains: not on sbx yet; on the local runtime node and npm (the pinned codex CLI
+  is installed with `npm ci`); on docker the CLI image (`cli_image`);
 * the runtime's tools: uv for local, a daemon and the kit image for docker, an
   initialised policy for sbx. `--runtime auto` picks as everywhere (sbx, else docker
   when a daemon answers, else local), except that a docker without the kit image falls
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from bandkit.demo import cli_image, stub_brains
 from bandkit.demo.errors import DemoError
 from bandkit.demo.layout import DemoLayout
 from bandkit.demo.target import PlatformKind, check_real_env, platform_kind
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
     from bandkit.demo.options import UpOptions
 
 BRAINS: Final = ("scripted", "stub", "real")
-NOT_BUILT: Final = frozenset({"stub", "real"})
+NOT_BUILT: Final = frozenset({"real"})
 INTERACTIVE_VAR: Final = ENV_PREFIX + "INTERACTIVE"
 
 
@@ -53,8 +56,8 @@ class Plan:
 def check_brains(brains: str) -> None:
     if brains in NOT_BUILT:
         raise DemoError(
-            f"--brains {brains} is not built yet: only scripted brains run today "
-            "(deterministic personas, offline); use --brains scripted"
+            f"--brains {brains} is not available yet (untested with live keys): use "
+            "--brains stub (the real frameworks against the local LLM stub) or scripted"
         )
     if brains not in BRAINS:
         raise DemoError(f"--brains must be one of {', '.join(BRAINS)}, got {brains!r}")
@@ -90,13 +93,14 @@ def check(options: UpOptions, env: Mapping[str, str]) -> Plan:
         secrets.append(key_file.read_text(encoding="utf-8").strip())
     if not options.topic.strip():
         raise DemoError("--topic must not be empty")
-    runtime, notes = choose_runtime(options.runtime)
+    runtime, notes = choose_runtime(options.runtime, image=cli_image.image_for(options.brains))
+    stub_brains.check(options.brains, runtime)
     config = breaker_config(scenario, headless=options.headless, env=env)
     return Plan(scenario, config, kind, runtime, tuple(s for s in secrets if s), notes)
 
 
 def choose_runtime(
-    choice: str, *, has_image: Callable[[str], bool] | None = None
+    choice: str, *, has_image: Callable[[str], bool] | None = None, image: str = LOCAL_TAG
 ) -> tuple[RuntimeName, tuple[str, ...]]:
     try:
         name = resolve_name(choice)
@@ -108,15 +112,16 @@ def choose_runtime(
         from bandkit.dockercli import image_exists
 
         has_image = image_exists
-    if has_image(LOCAL_TAG):
+    if has_image(image):
         return name, ()
+    build = "uv run invoke image.build" if image == LOCAL_TAG else "uv run invoke demo.build"
     return RuntimeName.LOCAL, (
-        f"runtime auto: docker answers but the kit image {LOCAL_TAG} is not built "
-        "(`uv run invoke image.build`); using the local runtime (no isolation)",
+        f"runtime auto: docker answers but the image {image} is not built "
+        f"(`{build}`); using the local runtime (no isolation)",
     )
 
 
-def ready_runtime(name: RuntimeName, layout: DemoLayout) -> Runtime:
+def ready_runtime(name: RuntimeName, layout: DemoLayout, brains: str = "scripted") -> Runtime:
     """The runtime, once its tools answer (no manifest: nothing is recorded yet)."""
     try:
         runtime = get_runtime(name.value, run_dir=layout.runtimes)
@@ -127,6 +132,8 @@ def ready_runtime(name: RuntimeName, layout: DemoLayout) -> Runtime:
                 find_uv()
             except BoxError as exc:
                 raise DemoError(f"the local runtime: {exc}") from None
+        elif name is RuntimeName.DOCKER and cli_image.image_for(brains) != LOCAL_TAG:
+            cli_image.require_image(brains)  # stub/real: the CLI image (kit + codex)
         elif name is RuntimeName.DOCKER:
             from bandkit.dockercli import image_exists
 

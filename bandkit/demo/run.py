@@ -8,6 +8,9 @@ interruption, like a failure, leads to the teardown (held off from signals by
 removes it later). The result carries the outcome, its exit code (`outcome.EXIT_CODES`)
 and the timings, in seconds since `up` began: `connected` (all three agents), `verdict`
 (seen by the conductor), `closed` (the meeting stopped), and `teardown` (its duration).
+
+Each phase starts with one progress line, `demo.up: phase <name>: ...`, in the order of
+`PHASES` (a `kill -9` at any of them leaves a manifest `demo.down` can finish from).
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from bandkit.demo import cast_ops, preflight
+from bandkit.demo import cast_ops, cli_image, preflight, stub_brains
 from bandkit.demo.errors import DemoError
 from bandkit.demo.layout import DemoLayout, RunInfo
 from bandkit.demo.options import UpOptions
 from bandkit.demo.outcome import EXIT_CODES, Outcome, from_meeting
+from bandkit.demo.phases import egress_and_secrets, phase_line
 from bandkit.demo.signals import interruptible, shielded
 from bandkit.demo.staging import stage
 from bandkit.demo.target import Target, resolve
@@ -38,6 +42,7 @@ from examples.docker_demo.cast import Role
 from examples.docker_demo.conductor import Conductor, MeetingResult, MeetingSetup
 from examples.docker_demo.room import RoomCallError
 from examples.docker_demo.scenario import presenter_lines
+from examples.docker_demo.settings import poll_interval_from_env
 
 FAILURES: Final = (BandkitError, RoomCallError)
 
@@ -89,16 +94,21 @@ def up(
 ) -> UpResult:
     """Run the demo; raises `DemoError` only when nothing was created."""
     env = dict(os.environ) if env is None else dict(env)
+    log(phase_line("preflight", "options, caps, the runtime's tools, nothing left over"))
     plan = preflight.check(options, env)
+    try:
+        poll_interval_s = poll_interval_from_env(env)
+    except ValueError as exc:
+        raise DemoError(str(exc)) from None
     layout = DemoLayout.for_run_dir(options.run_dir)
     layout.make_home()
-    probe = preflight.ready_runtime(plan.runtime, layout)
+    probe = preflight.ready_runtime(plan.runtime, layout, options.brains)
     with interruptible():
         try:
             with Manifest.open(layout.manifest, secrets=plan.known_secrets) as manifest:
                 preflight.refuse_to_clobber(manifest, probe)
                 with Transcript(layout.transcript, log, hide=plan.known_secrets) as say:
-                    run = DemoRun(options, plan, layout, manifest, env, say)
+                    run = DemoRun(options, plan, layout, manifest, env, say, poll_interval_s)
                     run.execute()
                     run.conclude()
                     return run.result
@@ -119,9 +129,11 @@ class DemoRun:
         manifest: Manifest,
         env: Mapping[str, str],
         say: Transcript,
+        poll_interval_s: float,
     ) -> None:
         self.options, self.plan, self.layout = options, plan, layout
         self.manifest, self.env, self.say = manifest, env, say
+        self.poll_interval_s = poll_interval_s
         self.started = time.monotonic()
         self.result = UpResult()
         self.user_key = ""
@@ -143,6 +155,7 @@ class DemoRun:
 
     def _phases(self) -> None:
         plan, options, layout, say = self.plan, self.options, self.layout, self.say
+        say(phase_line("provision", "the platform, stale demo agents, workspaces, the agents"))
         target = resolve(
             plan.platform, run_dir=layout.run_dir, manifest=self.manifest, env=self.env
         )
@@ -168,22 +181,48 @@ class DemoRun:
         cast_ops.sweep_stale(api_key=target.user_key, rest_url=target.rest_url, log=say)
         self.phase = "stage"
         workspaces = {role: self._stage(role, target) for role in Role}
+        self.phase = "brains"
+        brains = stub_brains.prepare(
+            options.brains,
+            layout=layout,
+            manifest=self.manifest,
+            scenario=plan.scenario,
+            topic=options.topic,
+            log=say,
+            runtime=runtime.name,
+        )
+        for canary in brains.canaries:
+            say.hide(canary)
         self.phase = "provision"
-        requests = cast_ops.requests_for(workspaces, target.rest_url)
+        requests = cast_ops.requests_for(workspaces, target.rest_url, env=brains.env)
         ids = cast_ops.provision_cast(
             requests, api_key=target.user_key, runtime=runtime, manifest=self.manifest, log=say
         )
         for warning in runtime.warnings:
             say(f"WARNING: {warning}")
+        self.phase = "egress"
+        egress_and_secrets(requests, runtime, say)
         self.phase = "sandboxes"
+        say(phase_line("sandboxes", f"creating three {runtime.name.value} sandboxes"))
         kit = preflight.kit_for(runtime)
-        cast_ops.create_sandboxes(requests, runtime=runtime, kit=kit, image=None, log=say)
+        image = cli_image.sandbox_image(options.brains, runtime.name.value)
+        cast_ops.create_sandboxes(
+            requests,
+            runtime=runtime,
+            kit=kit,
+            image=image,
+            log=say,
+            secrets=brains.secrets,
+            egress=brains.egress,
+        )
         self.phase = "connect"
+        say(phase_line("connect", "waiting until the three agents are connected"))
         cast_ops.wait_connected(
             runtime, timeout_s=options.connect_timeout_s, log=say, redact=(target.user_key,)
         )
         self._mark("connected")
         self.phase = "meeting"
+        say(phase_line("meeting", "the conductor opens the room and follows it"))
         self._meet(target, ids, info)
 
     def _stage(self, role: Role, target: Target) -> Path:
@@ -195,6 +234,7 @@ class DemoRun:
             topic=self.options.topic,
             rest_url=target.rest_url,
             ws_url=target.ws_url,
+            brains=self.options.brains,
         )
 
     def _meet(self, target: Target, ids: dict[Role, str], info: RunInfo) -> None:
@@ -207,9 +247,15 @@ class DemoRun:
             breaker=self.plan.config,
             ui_url_template=target.ui_template,
             presenter_cues=tuple(presenter_lines(self.plan.scenario, topic=self.options.topic)),
+            poll_interval_s=self.poll_interval_s,
         )
         ledger = ManifestLedger(self.manifest, self.layout, info, target)
-        meeting = asyncio.run(Conductor(setup, ledger=ledger, log=self.say).run())
+
+        def verdict_seen() -> None:
+            self.say(phase_line("verdict", "the architect ruled; the meeting closes"))
+
+        conductor = Conductor(setup, ledger=ledger, log=self.say, on_verdict=verdict_seen)
+        meeting = asyncio.run(conductor.run())
         if meeting.verdict_at is not None:
             self.result.timings["verdict"] = meeting.verdict_at - self.started
         self._mark("closed")
@@ -227,6 +273,7 @@ class DemoRun:
             self.say("demo.up: --keep: everything stays up; `uv run invoke demo.down` removes it")
         else:
             with shielded(self.say):
+                self.say(phase_line("teardown", "removing what the manifest lists, in reverse"))
                 begun = time.monotonic()
                 report = tear_down(self.manifest, self.layout, user_key=self.user_key, log=self.say)
                 finish(self.layout, report)

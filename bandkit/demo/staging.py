@@ -21,7 +21,7 @@ from ruamel.yaml import YAML
 
 from bandkit.demo.errors import DemoError
 from bandkit.manifest import Kind, Manifest
-from examples.docker_demo import brain
+from examples.docker_demo import brain, brains_frameworks
 from examples.docker_demo.cast import Role
 from examples.docker_demo.scenario import Scenario, agent_script
 
@@ -30,7 +30,11 @@ BRAIN_SOURCE: Final = Path(brain.__file__)
 MAIN_SOURCE: Final = Path(brain.__file__).with_name("agent_main.py")
 # A role's own files; the program (main.py, brain.py) is shared and added at staging.
 WORKSPACE_FILES: Final = ("pyproject.toml", "uv.lock", "band.yaml", "prompt.md")
-PROGRAM_FILES: Final = {"main.py": MAIN_SOURCE, "brain.py": BRAIN_SOURCE}
+PROGRAM_FILES: Final = {
+    "main.py": MAIN_SOURCE,
+    "brain.py": BRAIN_SOURCE,
+    "brains_frameworks.py": Path(brains_frameworks.__file__),
+}
 
 
 def write_endpoints(band_yaml: Path, *, rest_url: str, ws_url: str) -> None:
@@ -55,6 +59,7 @@ def stage(
     rest_url: str,
     ws_url: str,
     source: Path = AGENTS_DIR,
+    brains: str = "scripted",
 ) -> Path:
     """Record, then make the staged copy of `role`'s workspace at `target`."""
     if target.exists() or target.is_symlink():
@@ -72,7 +77,7 @@ def stage(
             shutil.copyfile(program, target / name)
     except OSError as exc:
         raise DemoError(f"cannot stage the {role.value} workspace from {origin}: {exc}") from None
-    script = agent_script(scenario, role, topic=topic)
+    script = {**agent_script(scenario, role, topic=topic), "brains": brains}
     (target / brain.SCRIPT_FILE).write_text(json.dumps(script, indent=1) + "\n", encoding="utf-8")
     write_endpoints(target / "band.yaml", rest_url=rest_url, ws_url=ws_url)
     for path in (target, *target.rglob("*")):

@@ -63,6 +63,8 @@ class BuildRequest:
     build_args: tuple[tuple[str, str], ...] = ()  # extra ARGs (e.g. BAND_SDK_HOME)
     no_cache: bool = False
     multi: Multi = "auto"  # several platforms: buildx when possible, or force one path
+    attest: tuple[str, ...] = ()  # buildx only: `--sbom=true`, `--provenance=mode=max`
+    dockerfile: Path = DOCKERFILE  # another Dockerfile on the same context (Dockerfile.cli)
 
 
 BASES: tuple[Base, ...] = ("official", "local")
@@ -141,7 +143,7 @@ def build_args(request: BuildRequest, platform: str | None) -> list[tuple[str, s
 
 def docker_build_argv(request: BuildRequest, platform: str) -> list[str]:
     """argv (after `docker`) for one platform with the classic builder."""
-    argv = ["build", "--file", str(DOCKERFILE), "--tag", tag_for(request, platform)]
+    argv = ["build", "--file", str(request.dockerfile), "--tag", tag_for(request, platform)]
     argv += [f"--platform={platform}", "--force-rm"]  # a failed step leaves no container
     for name, value in build_args(request, platform):
         argv += ["--build-arg", f"{name}={value}"]
@@ -156,10 +158,11 @@ def _common_flags(request: BuildRequest) -> list[str]:
 
 def buildx_argv(request: BuildRequest, *, host_network: bool) -> list[str]:
     """argv (after `docker`) for one multi-platform buildx build loaded under the tag."""
-    argv = ["buildx", "build", "--progress=plain", "--file", str(DOCKERFILE)]
+    argv = ["buildx", "build", "--progress=plain", "--file", str(request.dockerfile)]
     argv += ["--platform", ",".join(platforms_of(request)), "--tag", request.tag, "--load"]
     if host_network:
         argv.append("--network=host")
+    argv += list(request.attest)
     for name, value in build_args(request, None):
         argv += ["--build-arg", f"{name}={value}"]
     return [*argv, *_common_flags(request), str(REPO_ROOT)]

@@ -47,6 +47,11 @@ def error_body(status: int, message: str, request_id: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}, "request_id": request_id}
 
 
+# `system` inside `messages`: mid-conversation instructions, which the claude CLI 2.1.3xx
+# sends (the API accepts them); they neither start nor end a turn.
+ROLES = ("user", "assistant", "system")
+
+
 def _tool_results(content: list[Any]) -> list[dict[str, Any]]:
     return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
 
@@ -65,14 +70,16 @@ def conversation(body: dict[str, Any], *, count_only: bool = False) -> Conversat
     last_result: str | None = None
     new_turn = True
     for index, item in enumerate(messages):
-        if not isinstance(item, dict) or item.get("role") not in ("user", "assistant"):
+        if not isinstance(item, dict) or item.get("role") not in ROLES:
             raise BadRequest(
-                f"messages.{index}: each message needs role 'user' or 'assistant'",
+                f"messages.{index}: each message needs role 'user', 'assistant' or 'system'",
                 f"messages.{index}.role",
             )
         content = item.get("content")
         if not isinstance(content, str | list):
             raise BadRequest(f"messages.{index}.content: Field required", f"messages.{index}")
+        if item["role"] == "system":
+            continue  # instructions between turns (the claude CLI sends them): no turn
         blocks = content if isinstance(content, list) else []
         if item["role"] == "assistant":
             for block in blocks:

@@ -16,13 +16,22 @@ Band tool), so nothing in the schema is specific to one wire API. Schema, versio
           last_tool: band_send_message        # the tool whose result came last
           last_tool_result: 'ok'              # regex searched in the last tool result
           new_turn: true        # true: the last input item is not a tool result; false: it is
+          line: 2               # the message is the agent's 2nd scripted line (needs `lines`)
         reply:                  # text, a tool call, or both (text first)
           text: "Hello from {agent}, turn {turn}"
           tool: band_send_message
           arguments: {content: "Hi #{turn}"}
     default:                    # optional: the reply when no rule holds; without one an
       text: "no rule matched"   # unmatched request gets a 400 in the provider's error shape
+    lines:                      # optional: number the messages the agent answers
+      peers: [Sam (Dev)]        # senders whose every message takes the next line
     x-notes: anything           # top-level keys starting with `x-` are ignored
+
+**Lines** (`bandkit.llm.lines`): with a `lines` block each new incoming message (the sender
+is its last `[Name]: ` tag) from a peer, and the first from anyone else, takes the next line
+number from 1; later messages from non-peers get line 0. `when: {line: N}` and the
+`{line}` placeholder use it; every request of one turn answers the same line. One scenario
+can so drive a model-less scripted agent and a real framework against this stub alike.
 
 Regexes use Python syntax, are searched (not anchored) and `.` matches newlines; add `(?i)`
 for case-insensitive. `message` and `last_tool_result` fail when the conversation has no
@@ -35,6 +44,7 @@ name, so one script serves every adapter.
 
 **Placeholders** in `text` and in every string inside `arguments`: `{agent}`, `{model}`,
 `{turn}` (this agent's request count, from 1), `{request}` (the stub's request count),
+`{line}` (the line number, with `lines`),
 `{message}`, `{last_tool_result}`, and the named groups `(?P<name>...)` of the `message`
 and `last_tool_result` regexes. Other `{...}` stay as written. Scripted replies that
 must differ per turn (a client that drops a repeated identical message) use `{turn}`.
@@ -93,6 +103,7 @@ class When(_Strict):
     last_tool: str | None = None
     last_tool_result: str | None = None
     new_turn: bool | None = None
+    line: int | None = Field(default=None, ge=0)
 
     @field_validator("message", "last_tool_result")
     @classmethod
@@ -122,6 +133,10 @@ class Rule(_Strict):
     reply: Reply
 
 
+class Lines(_Strict):
+    peers: list[str] = Field(default_factory=list)
+
+
 class Script(_Strict):
     version: int = 1
     agent: str = Field(pattern=AGENT_NAME)
@@ -129,6 +144,7 @@ class Script(_Strict):
     models: list[str] = Field(default_factory=list)
     rules: list[Rule] = Field(default_factory=list)
     default: Reply | None = None
+    lines: Lines | None = None
 
     @field_validator("version")
     @classmethod
@@ -141,11 +157,18 @@ class Script(_Strict):
     def _answers_something(self) -> Script:
         if not self.rules and self.default is None:
             raise ValueError("a script needs `rules` or a `default`")
+        if self.lines is None and any(rule.when.line is not None for rule in self.rules):
+            raise ValueError("`when.line` needs a top-level `lines` block")
         return self
 
-    def decide(self, conv: Conversation, *, turn: int, request: int) -> Decision | None:
-        """The reply of the first rule that holds (else the default); None if neither."""
+    def decide(
+        self, conv: Conversation, *, turn: int, request: int, line: int | None = None
+    ) -> Decision | None:
+        """The reply of the first rule that holds (else the default); None if neither.
+        `line` is the message's line number (`bandkit.llm.lines`), None without `lines`."""
         for index, rule in enumerate(self.rules):
+            if rule.when.line is not None and rule.when.line != line:
+                continue
             captures = _holds(rule.when, conv)
             if captures is not None:
                 return _decision(
@@ -156,9 +179,12 @@ class Script(_Strict):
                     captures,
                     turn=turn,
                     request=request,
+                    line=line,
                 )
         if self.default is not None:
-            return _decision(self, "default", self.default, conv, {}, turn=turn, request=request)
+            return _decision(
+                self, "default", self.default, conv, {}, turn=turn, request=request, line=line
+            )
         return None
 
 
@@ -230,6 +256,7 @@ def _decision(
     *,
     turn: int,
     request: int,
+    line: int | None = None,
 ) -> Decision:
     values = {
         "message": conv.message or "",
@@ -239,6 +266,7 @@ def _decision(
         "model": conv.model,
         "turn": str(turn),
         "request": str(request),
+        **({} if line is None else {"line": str(line)}),
     }
     tool = None
     offered = True

@@ -41,6 +41,7 @@ from bandkit.llm.conversation import BadRequest, Conversation
 from bandkit.llm.errors import LLMStubError
 from bandkit.llm.journal import Journal, Redactor, preview
 from bandkit.llm.keys import KeyRing, Problem, presented_key
+from bandkit.llm.lines import LineCursor
 from bandkit.llm.script import Decision, Script, ScriptSet
 
 log = logging.getLogger("bandkit.llm")
@@ -147,6 +148,7 @@ class Stub:
         self.journal = Journal(config.log_file, Redactor(keys.secrets()), keep=config.keep_turns)
         self.seq = 0
         self.turns: dict[str, int] = {}
+        self.cursors: dict[str, LineCursor] = {}
         self.started = time.time()
 
     def begin(self, request: Request, api: str, provider: str) -> Entry:
@@ -381,7 +383,12 @@ async def _answer(request: Request, api: Api) -> Response:
         entry.stream = conv.stream
         entry.request = _summarise(conv)
         script, turn = _select(stub, entry, request, key_agent)
-        decision = script.decide(conv, turn=turn, request=entry.seq)
+        line = None
+        if script.lines is not None:
+            cursor = stub.cursors.setdefault(script.agent, LineCursor(script.lines.peers))
+            line = cursor.line_of(conv.message)
+            entry.request["line"] = line
+        decision = script.decide(conv, turn=turn, request=entry.seq, line=line)
         if decision is None:
             raise Refusal(
                 400,

@@ -31,6 +31,7 @@ from bandkit.llm.cli import read_keys
 from bandkit.llm.errors import LLMStubError
 from bandkit.llm.keys import KeyRing
 from bandkit.llm.script import load_scripts
+from bandkit.runtimes import processes
 
 RUN_DIR = Path(".run")
 RUN_FILE = "llm.json"
@@ -113,8 +114,10 @@ def up(
     port: int = 0,
     host: str = "127.0.0.1",
     timeout: float = 30.0,
+    tag: str | None = None,
 ) -> tuple[RunRecord, bool]:
-    """Start the stub in the background (or find it running); (record, started_now)."""
+    """Start the stub in the background (or find it running); (record, started_now).
+    `tag` marks the process (`bandkit.runtimes.processes`) so a run manifest can stop it."""
     paths = [Path(p).absolute() for p in scripts]
     loaded = load_scripts(paths)  # a bad script is the caller's error, here and now
     wanted = [str(p) for p in paths]
@@ -148,6 +151,7 @@ def up(
             stderr=log,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            env=None if tag is None else {**os.environ, processes.TAG_ENV: tag},
         )
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     record = RunRecord(

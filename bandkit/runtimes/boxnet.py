@@ -31,7 +31,14 @@ PROXY_START_TIMEOUT_S = 15.0
 INSECURE_ENV = "BAND_KIT_ALLOW_INSECURE_ENDPOINTS"  # == launcher.constants (tested)
 REST_ENV = "BAND_REST_URL"
 WS_ENV = "BAND_WS_URL"
-SCHEMES = {REST_ENV: ("https", "http"), WS_ENV: ("wss", "ws")}
+# Model endpoints a box may be given host-side (the demo's stub and real brains): proxied
+# like the platform's, so an LLM key is swapped in on the wire too. Only when set.
+LLM_ENVS = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL")
+SCHEMES = {
+    REST_ENV: ("https", "http"),
+    WS_ENV: ("wss", "ws"),
+    **{name: ("https", "http") for name in LLM_ENVS},
+}
 SOCKET_PATH = "/api/v1/socket/websocket"  # the platform's (and the emulator's) socket path
 TOKEN_BYTES = 32  # the per-box proxy token: 256 random bits
 
@@ -111,12 +118,14 @@ def _ws_for(rest_url: str) -> str:
 def pinned_endpoints(env: Mapping[str, str]) -> dict[str, str]:
     """The platform endpoints a box's proxy may reach: the operator's BAND_REST_URL /
     BAND_WS_URL (host-side configuration the runtime got at provision time), else
-    production. Never the workspace's band.yaml: the sandbox can write that."""
+    production. Never the workspace's band.yaml: the sandbox can write that. Model API
+    base URLs the host put in the sandbox's env (`LLM_ENVS`) are pinned the same way."""
     from launcher.constants import DEFAULT_REST_URL, DEFAULT_WS_URL
 
     rest = env.get(REST_ENV) or DEFAULT_REST_URL
     ws = env.get(WS_ENV) or (_ws_for(rest) if env.get(REST_ENV) else DEFAULT_WS_URL)
-    return {REST_ENV: rest, WS_ENV: ws}
+    models = {name: env[name] for name in LLM_ENVS if env.get(name)}  # host-set model APIs
+    return {REST_ENV: rest, WS_ENV: ws, **models}
 
 
 def _upstream(name: str, url: str) -> tuple[str, str]:
@@ -154,6 +163,7 @@ def start_proxy(
     injections: Sequence[Injection],
     *,
     ca_pem: str | None = None,
+    listen: str = "127.0.0.1",
 ) -> dict[str, str]:
     """Start the credential proxy for the pinned endpoints whose host an injection
     targets; return the env that points the agent at it ({} when none does: the key then
@@ -165,7 +175,9 @@ def start_proxy(
     this box (in the returned URLs, never logged here); the proxy reaches a TLS platform
     over TLS (trusting `ca_pem` as well as the system roots), so a rewritten https/wss
     endpoint comes with the launcher's opt-in for non-TLS endpoints: the only plaintext
-    hop is 127.0.0.1 on this host.
+    hop is 127.0.0.1 on this host. `listen` binds it elsewhere instead: the docker
+    runtime's sandbox network gateway, so that the container's own loopback (an adapter's
+    local MCP server) stays its own and bypasses the egress proxy.
     """
     del workspace  # never consulted: kept so callers need not change
     routes: list[dict[str, object]] = []
@@ -195,7 +207,7 @@ def start_proxy(
         raise ProxyError(f"cannot open the credential proxy's log {log}: {exc.strerror}") from None
     with os.fdopen(log_fd, "ab") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "bandkit.runtimes.keyproxy", str(ports_file)],
+            [sys.executable, "-P", "-m", "bandkit.runtimes.keyproxy", str(ports_file), listen],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
@@ -223,7 +235,8 @@ def start_proxy(
         parts = urlsplit(url)
         scheme = {"https": "http", "wss": "ws"}.get(parts.scheme, parts.scheme)
         path = f"/{token}{parts.path}"
-        rewritten[name] = urlunsplit((scheme, f"127.0.0.1:{port}", path, parts.query, ""))
+        where = f"[{listen}]" if ":" in listen else listen
+        rewritten[name] = urlunsplit((scheme, f"{where}:{port}", path, parts.query, ""))
         if scheme != parts.scheme:
             rewritten[INSECURE_ENV] = "1"
     return rewritten

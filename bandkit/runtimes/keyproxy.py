@@ -622,13 +622,15 @@ async def _handle(
     await Session(route, token, context, reader, writer).run()
 
 
-async def serve(token: bytes, routes: list[Route], ports_file: Path) -> None:
+async def serve(
+    token: bytes, routes: list[Route], ports_file: Path, host: str = "127.0.0.1"
+) -> None:
     from bandkit.fsio import write_private  # stdlib-only, cheap
 
     servers = []
     for route in routes:
         handler = functools.partial(_handle, route, token, _tls_context(route))
-        servers.append(await asyncio.start_server(handler, "127.0.0.1", 0, limit=READ_SIZE))
+        servers.append(await asyncio.start_server(handler, host, 0, limit=READ_SIZE))
     ports = [s.sockets[0].getsockname()[1] for s in servers]
     write_private(ports_file, json.dumps({"ports": ports}))
     stop = asyncio.Event()
@@ -651,8 +653,10 @@ async def _stop_when_removed(ports_file: Path, stop: asyncio.Event) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        sys.stderr.write("usage: python -m bandkit.runtimes.keyproxy PORTS_FILE < config.json\n")
+    if len(argv) not in (1, 2):
+        sys.stderr.write(
+            "usage: python -m bandkit.runtimes.keyproxy PORTS_FILE [HOST] < config.json\n"
+        )
         return 2
     try:
         token, routes = parse_config(json.loads(sys.stdin.read()))
@@ -660,7 +664,7 @@ def main(argv: list[str]) -> int:
         reason = str(exc) if isinstance(exc, ConfigError) else "malformed config"
         sys.stderr.write(f"keyproxy: {reason}\n")
         return 2
-    asyncio.run(serve(token, routes, Path(argv[0])))
+    asyncio.run(serve(token, routes, Path(argv[0]), *argv[1:]))
     return 0
 
 

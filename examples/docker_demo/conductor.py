@@ -100,14 +100,14 @@ class Conductor:
         wall: Callable[[], datetime] = datetime.now,
         feed_factory: Callable[..., RoomFeed] = RoomFeed,
         interactive_input: bool | None = None,
+        on_verdict: Callable[[], None] = lambda: None,
     ) -> None:
         self.setup = setup
         self._ledger, self._log, self._clock, self._wall = ledger, log, clock, wall
-        self._feed_factory = feed_factory
+        self._feed_factory, self._on_verdict = feed_factory, on_verdict
         self._typing = sys.stdin.isatty() if interactive_input is None else interactive_input
         self.people = {role: Participant(setup.agent_ids[role], CAST[role].name) for role in Role}
-        names = {p.id: p.name for p in self.people.values()}
-        self._names: dict[str, str] = names
+        self._names: dict[str, str] = {p.id: p.name for p in self.people.values()}
         self.result = MeetingResult()
         self._projector = RoomProjector(
             Roster(
@@ -200,10 +200,13 @@ class Conductor:
             self._breaker.record(observed)
             if observed.sender_class in COUNTED_SENDERS:
                 self.result.messages += 1
-            if observed.is_final_decision and self.result.verdict_at is None:
+            first = observed.is_final_decision and self.result.verdict_at is None
+            if first:
                 self.result.verdict_at, self.result.verdict = self._clock(), message.text
             speaker = self._speaker(message, observed.sender_class)
             self._print(message, speaker, full=observed.is_final_decision)
+            if first:
+                self._on_verdict()  # after its line: the verdict is on the transcript first
         if pairs and not self._architect_known:
             await self._check_architect(client, room)
         await self._cue_presenter(client, room, feed)
@@ -286,15 +289,12 @@ class Conductor:
             return "presenter"
         return self._names.get(message.sender_id, f"unknown sender {message.sender_id[:8]}")
 
-    def _state(self) -> str:
-        cfg, cb = self.setup.breaker, self._breaker
-        return f"{cb.phase.value} {cb.counted_messages}/{cfg.hard_cap}"
-
     def _print(self, message: RoomMessage, speaker: str, *, full: bool = False) -> None:
         to = [self._names.get(m, m) for m in message.mentions]
         self._print_line(speaker, to, message.text, full=full)
 
     def _print_line(self, speaker: str, to: list[str], text: str, *, full: bool = False) -> None:
         elapsed = self._clock() - self.result.started_at if self.result.started_at else 0.0
-        line = speech.transcript_line(elapsed, speaker, to, text, self._state(), full=full)
-        self._log(line)
+        cb = self._breaker
+        state = f"{cb.phase.value} {cb.counted_messages}/{self.setup.breaker.hard_cap}"
+        self._log(speech.transcript_line(elapsed, speaker, to, text, state, full=full))

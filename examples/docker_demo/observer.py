@@ -7,8 +7,9 @@ the room over REST (one code path for every message, deduplicated by id), so a p
 says "look now".
 
 Fallback: when the socket cannot be opened, or drops, the feed says so on the transcript
-and ``wait`` returns every ``poll_interval_s`` instead (the conductor then reads on each
-tick); the SDK client reconnects on its own, and the feed says when pushes are back.
+and ``wait`` says "read now" every ``poll_interval_s`` instead (``DEMO_POLL_INTERVAL_S``,
+see ``settings``; a poke still reads at once); the SDK client reconnects on its own, and
+the feed says when pushes are back.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class RoomFeed:
         self._closing = False
         self.live = False
         self.drops = 0  # how many times the feed fell back to polling
+        self._next_poll = 0.0  # loop time when the next read falls due while polling
 
     async def start(self) -> None:
         """Open the socket and join the room; on failure, poll (and say so)."""
@@ -78,19 +80,27 @@ class RoomFeed:
             self._fall_back(f"WebSocket unavailable ({type(exc).__name__})")
             return
         self.live = True
-        self._log("observer: following the room over the WebSocket (pushes)")
+        self._log(
+            "observer: following the room over the WebSocket (pushes; polling every "
+            f"{self.poll_interval_s:g} s if it drops)"
+        )
 
     async def wait(self, tick_s: float) -> bool:
-        """Wait for a push (at most ``tick_s``; at most the poll interval while polling).
+        """Wait for a push or a poke (at most ``tick_s``, and while polling at most until
+        the next poll is due).
 
-        True when the room should be read now: a push came, or the feed is polling.
+        True when the room should be read now: a push or a poke came, or (polling) a poll
+        interval has passed since the last read this feed asked for.
         """
-        timeout = tick_s if self.live else min(tick_s, self.poll_interval_s)
+        loop = asyncio.get_running_loop()
+        timeout = tick_s if self.live else max(0.0, min(tick_s, self._next_poll - loop.time()))
         try:
             await asyncio.wait_for(self._changed.wait(), timeout)
         except TimeoutError:
-            return not self.live
+            if self.live or loop.time() < self._next_poll:
+                return False
         self._changed.clear()
+        self._next_poll = loop.time() + self.poll_interval_s
         return True
 
     def poke(self) -> None:

@@ -7,6 +7,11 @@ retyped. Each field is overridden by ``DEMO_<FIELD NAME IN CAPITALS>``: ``DEMO_S
 ``DEMO_INTERACTIVE``: set alone, it decides ``interactive``; set together, the two must agree.
 An empty value counts as unset.
 
+The conductor's own timer, ``poll_interval_s`` (how often it reads the room while the
+WebSocket is down), comes from ``DEMO_POLL_INTERVAL_S`` the same way; its default is
+``observer.POLL_INTERVAL_S``, the ``RoomFeed`` and ``MeetingSetup`` default, never retyped.
+``conductor_settings_from_env`` returns both as ``ConductorSettings``.
+
 Values: counts are whole numbers, times are seconds (``900`` or ``7.5``), switches are one of
 ``1/0, true/false, yes/no, on/off`` (any case). A bad value raises ``DemoSettingsError`` (a
 ``ValueError``) naming the variable, the expected form and the value given.
@@ -21,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any, Final, NoReturn
 
 from examples.docker_demo.breaker import BreakerConfig
+from examples.docker_demo.observer import POLL_INTERVAL_S
 
 ENV_PREFIX: Final = "DEMO_"
 HEADLESS_VAR: Final = "DEMO_HEADLESS"
@@ -31,6 +37,7 @@ FIELD_DEFAULTS: Final[Mapping[str, object]] = {
 }
 # field name -> the environment variable that overrides it
 ENV_VARS: Final[Mapping[str, str]] = {name: ENV_PREFIX + name.upper() for name in FIELD_DEFAULTS}
+POLL_VAR: Final = "DEMO_POLL_INTERVAL_S"
 
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"0", "false", "no", "off"})
@@ -44,6 +51,33 @@ class DemoSettingsError(ValueError):
     def __init__(self, variable: str, message: str) -> None:
         super().__init__(message)
         self.variable = variable
+
+
+@dataclasses.dataclass(frozen=True)
+class ConductorSettings:
+    """Everything the conductor reads from ``DEMO_*``: the breaker's caps and its poll timer."""
+
+    breaker: BreakerConfig = DEFAULTS
+    poll_interval_s: float = POLL_INTERVAL_S
+
+
+def conductor_settings_from_env(env: Mapping[str, str]) -> ConductorSettings:
+    """``breaker_config_from_env`` plus ``poll_interval_from_env``."""
+    return ConductorSettings(breaker_config_from_env(env), poll_interval_from_env(env))
+
+
+def poll_interval_from_env(env: Mapping[str, str]) -> float:
+    """``DEMO_POLL_INTERVAL_S`` (seconds, more than 0), else ``observer.POLL_INTERVAL_S``."""
+    raw = env.get(POLL_VAR, "").strip()
+    if not raw:
+        return POLL_INTERVAL_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        _bad(POLL_VAR, raw, f"a number of seconds, more than 0 (default {POLL_INTERVAL_S:g})")
+    return seconds
 
 
 def breaker_config_from_env(env: Mapping[str, str]) -> BreakerConfig:

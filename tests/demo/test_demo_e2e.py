@@ -3,6 +3,8 @@ launcher, their own locked venvs, the real band-sdk Agent with the scripted brai
 local emulator. For each scenario: the expected breaker tier fires, the transcript shows
 it, the exit code says it, and afterwards nothing is left (platform agents and rooms,
 processes, staged workspaces, manifest). The canary user key never appears anywhere.
+The docker runtime's runs are in tests/docker/test_demo_docker.py; `kill -9` at each
+phase in tests/demo/test_demo_kill.py.
 
 The module shares one run directory (warm uv caches after the first run) and one
 emulator started like `platform.up`, with the canary key planted as its key file.
@@ -27,6 +29,7 @@ import pytest
 
 from bandkit.demo import teardown
 from bandkit.demo.layout import DemoLayout
+from bandkit.demo.phases import PHASES
 from bandkit.emulator import service
 from examples.docker_demo.cast import DEMO_NAMES
 from tests.runtimes.helpers import REPO, agent_sdk_env, scratch_dir
@@ -35,7 +38,7 @@ pytestmark = pytest.mark.slow
 
 CANARY = "canary-user-key-demo-77b1c0e4"
 AGENT_KEY_PREFIX = "band_a_"  # every emulator agent key starts so
-SKIPPED_DIRS = {".uv-cache", ".sdk", "keychain"}  # caches (made before any key) and the key store
+SKIPPED_DIRS = {".uv-cache", ".sdk", "cli", "keychain"}  # caches (keyless), the key store
 TIMINGS = re.compile(r"demo\.up: timings: (?P<body>.*); exit code (?P<code>\d+)")
 
 
@@ -171,6 +174,8 @@ def test_happy_hands_off_and_rules_within_the_targets(platform: Platform) -> Non
     assert "Jordan (Architect) → Maya (PM), Sam (Dev): @Maya (PM) @Sam (Dev) VERDICT:" in out
     assert "nudging" not in out
     assert "adding Jordan" not in out
+    shown = re.findall(r"^demo\.up: phase ([^:]+):", out, re.MULTILINE)
+    assert shown == list(PHASES)  # one progress line per phase, in order
     measured = timings(done)
     print(f"happy on local: {measured} (command to exit {wall:.1f} s)")
     # Targets: verdict <= 30 s on local, teardown <= 10 s (a cold cache may double them).
@@ -207,8 +212,9 @@ def test_a_silent_architect_is_stopped_by_the_wall_clock(platform: Platform) -> 
 
 
 def test_the_presenter_ends_it_early(platform: Platform) -> None:
-    done = up(platform, "presenter-end")
+    done = up(platform, "presenter-end", DEMO_POLL_INTERVAL_S="2.5")
     assert done.returncode == 2, done.stdout + done.stderr
+    assert "(pushes; polling every 2.5 s if it drops)" in done.stdout  # DEMO_POLL_INTERVAL_S
     assert "presenter: Thanks, both." in done.stdout
     assert "conductor: terminate_ok: presenter ended the meeting" in done.stdout
     assert_nothing_left(platform, done)
@@ -287,35 +293,6 @@ def test_sigterm_mid_meeting_tears_everything_down(platform: Platform) -> None:
     assert process.returncode == 130, out + err
     assert "demo.up: interrupted during the meeting phase; tearing down" in out
     assert_nothing_left(platform, subprocess.CompletedProcess(argv, 130, out, err))
-
-
-def demo_containers() -> list[str]:
-    listed = subprocess.run(
-        ["docker", "ps", "-a", "--format", "{{.Names}}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return [name for name in listed.stdout.split() if name.startswith("band-demo-")]
-
-
-@pytest.mark.docker
-def test_happy_on_the_docker_runtime(platform: Platform) -> None:
-    from bandkit.dockercli import docker_answers, image_exists
-    from bandkit.image.facts import LOCAL_TAG
-
-    if not docker_answers() or not image_exists(LOCAL_TAG):
-        pytest.skip(f"needs a Docker daemon and the kit image {LOCAL_TAG} (`invoke image.build`)")
-    args = ["demo.up", "--runtime", "docker", "--headless", "--scenario", "happy"]
-    done = invoke(*args, "--run-dir", str(platform.run_dir), env=demo_env())
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "docker runtime" in done.stdout
-    assert "VERDICT:" in done.stdout
-    assert demo_containers() == []
-    assert not [a["name"] for a in platform.get("/api/v1/me/agents") if a["name"] in DEMO_NAMES]
-    assert not platform.layout.manifest.exists()
-    assert CANARY not in done.stdout + done.stderr + texts(platform.run_dir)
 
 
 def test_an_emulator_the_demo_started_is_stopped_again(platform: Platform) -> None:

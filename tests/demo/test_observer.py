@@ -49,7 +49,9 @@ async def test_a_push_wakes_the_reader_at_once() -> None:
     feed, made = feed_with(lines)
     await feed.start()
     assert feed.live
-    assert lines == ["observer: following the room over the WebSocket (pushes)"]
+    assert lines == [
+        "observer: following the room over the WebSocket (pushes; polling every 0.05 s if it drops)"
+    ]
     assert await feed.wait(0.05) is False  # a quiet tick while live: nothing to read
     asyncio.get_running_loop().call_later(0.05, asyncio.ensure_future, made[0].on_created({}))
     started = time.monotonic()
@@ -99,3 +101,21 @@ async def test_closing_is_not_a_drop() -> None:
     await feed.close()
     await made[0].callbacks["on_disconnect"](None)
     assert len(lines) == 1
+
+
+async def test_polling_reads_at_the_interval_not_at_every_tick() -> None:
+    lines: list[str] = []
+    feed, _ = feed_with(lines, fail=True)
+    feed.poll_interval_s = 0.3
+    await feed.start()
+    assert await feed.wait(0.02) is True  # the fallback asks for a read right away
+    loop = asyncio.get_running_loop()
+    read_at = loop.time()
+    answers: list[bool] = []
+    while not answers or answers[-1] is False:
+        answers.append(await feed.wait(0.02))
+    assert loop.time() - read_at >= 0.3  # no read before the interval passed
+    assert len(answers) > 1  # quiet ticks in between
+    assert set(answers[:-1]) == {False}
+    feed.poke()
+    assert await feed.wait(0.02) is True  # a poke still reads at once

@@ -24,10 +24,9 @@ def options(tmp_path: Path, **changes: object) -> UpOptions:
     return UpOptions(**{"run_dir": tmp_path, "runtime": "local", **changes})  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("brains", ["stub", "real"])
-def test_stub_and_real_brains_are_refused_as_not_built(tmp_path: Path, brains: str) -> None:
-    with pytest.raises(DemoError, match=f"--brains {brains} is not built yet"):
-        preflight.check(options(tmp_path, brains=brains), {})
+def test_real_brains_are_refused_until_tested_with_live_keys(tmp_path: Path) -> None:
+    with pytest.raises(DemoError, match="--brains real is not available yet"):
+        preflight.check(options(tmp_path, brains="real"), {})
 
 
 @pytest.mark.parametrize(

@@ -7,13 +7,18 @@ import dataclasses
 
 import pytest
 
+from examples.docker_demo import observer
 from examples.docker_demo.breaker import BreakerConfig
+from examples.docker_demo.conductor import MeetingSetup
 from examples.docker_demo.settings import (
     ENV_VARS,
     FIELD_DEFAULTS,
     HEADLESS_VAR,
+    POLL_VAR,
+    ConductorSettings,
     DemoSettingsError,
     breaker_config_from_env,
+    conductor_settings_from_env,
 )
 
 FIELDS = [field.name for field in dataclasses.fields(BreakerConfig)]
@@ -148,3 +153,40 @@ def test_a_long_value_is_cut_in_the_message() -> None:
     with pytest.raises(DemoSettingsError) as caught:
         breaker_config_from_env({"DEMO_GRACE_S": "x" * 5000})
     assert len(str(caught.value)) < 200
+
+
+def default_of(cls: type, name: str) -> object:
+    return next(f.default for f in dataclasses.fields(cls) if f.name == name)
+
+
+def test_the_poll_interval_has_one_default_everywhere() -> None:
+    import inspect
+
+    feed_default = inspect.signature(observer.RoomFeed).parameters["poll_interval_s"].default
+    assert (
+        conductor_settings_from_env({}).poll_interval_s
+        == default_of(ConductorSettings, "poll_interval_s")
+        == default_of(MeetingSetup, "poll_interval_s")
+        == feed_default
+        == observer.POLL_INTERVAL_S
+    )
+    assert conductor_settings_from_env({}) == ConductorSettings(BreakerConfig())
+
+
+def test_the_poll_interval_comes_from_its_variable_alone() -> None:
+    settings = conductor_settings_from_env({POLL_VAR: " 2.5 ", "DEMO_HARD_CAP": "30"})
+    assert settings.poll_interval_s == 2.5
+    assert settings.breaker == BreakerConfig(hard_cap=30)
+    assert conductor_settings_from_env({POLL_VAR: ""}).poll_interval_s == observer.POLL_INTERVAL_S
+    assert POLL_VAR not in ENV_VARS.values()  # not a breaker field: the breaker has no clock
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "inf", "nan"])
+def test_a_bad_poll_interval_names_its_variable(value: str) -> None:
+    with pytest.raises(DemoSettingsError) as caught:
+        conductor_settings_from_env({POLL_VAR: value})
+    assert caught.value.variable == POLL_VAR
+    assert str(caught.value) == (
+        f"{POLL_VAR} must be a number of seconds, more than 0 (default "
+        f"{observer.POLL_INTERVAL_S:g}), got {value!r}"
+    )

@@ -1,0 +1,86 @@
+"""Demo benchmark with the framework brains: `nox -s bench -- demo --brains stub`.
+
+Like `demo` (fresh `python -m invoke demo.up --platform local --runtime local --headless
+--scenario happy` processes in one scratch run directory, `DEMO_GRACE_S=0`, timed from
+the host: command -> verdict, verdict -> clean exit), with `--brains stub`: the real
+Claude SDK, Codex and CrewAI adapters against the LLM stub each run starts and stops.
+One cold round (new uv cache: the three `brains` groups synced; the codex CLI installed
+from npm), then `WARM_ROUNDS`. Target: command -> verdict <= 90 s.
+
+Per framework, from the stub's request journal (`<run dir>/demo/llm/llm-requests.jsonl`)
+of the warm rounds: turn latency at the stub, request in -> last stream event
+(`ms_last`; the whole JSON body for CrewAI's non-streaming chat completions).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from bandkit.demo.layout import DemoLayout
+
+# `demo._round(run_dir, runtime, brains)`: one timed demo.up (passed in: no import cycle).
+Round = Callable[[Path, str, str], tuple[float, float]]
+
+WARM_ROUNDS: Final = 2
+TARGET_VERDICT_S: Final = 90.0
+FRAMEWORKS: Final = {
+    "anthropic.messages": "claude (PM)",
+    "openai.responses": "codex (Dev)",
+    "openai.chat": "crewai (Architect)",
+}
+
+
+def journal(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "demo" / "llm" / "llm-requests.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def latencies(turns: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for api, framework in FRAMEWORKS.items():
+        ms = sorted(float(t["ms_last"]) for t in turns if t["api"] == api and t.get("ms_last"))
+        if not ms:
+            lines.append(f"  {framework} ({api}): no requests")
+            continue
+        p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+        lines.append(
+            f"  {framework} ({api}): {len(ms)} requests, median {statistics.median(ms):.1f} ms, "
+            f"p95 {p95:.1f} ms, max {ms[-1]:.1f} ms"
+        )
+    return lines
+
+
+def run(options: list[str], _round: Round) -> list[str]:
+    if options != ["--brains", "stub"]:
+        raise SystemExit(f"bench demo: unknown options {options}; known: --brains stub")
+    run_dir = Path(tempfile.mkdtemp(prefix="bench-demo-stub-"))
+    box_root = DemoLayout.for_run_dir(run_dir).box_root
+    try:
+        cold = _round(run_dir, "local", "stub")
+        seen = len(journal(run_dir))
+        warm = [_round(run_dir, "local", "stub") for _ in range(WARM_ROUNDS)]
+        turns = journal(run_dir)[seen:]
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(box_root, ignore_errors=True)
+    verdict = statistics.median(v for v, _ in warm)
+    teardown = statistics.median(t for _, t in warm)
+    each = ", ".join(f"{v:.1f}/{t:.1f}" for v, t in warm)
+    mark = "within" if verdict <= TARGET_VERDICT_S else "OVER"
+    return [
+        "demo happy --brains stub on the local runtime (real Claude SDK, Codex and CrewAI "
+        "adapters, the LLM stub, DEMO_GRACE_S=0):",
+        f"  cold: command -> verdict {cold[0]:.1f} s; verdict -> clean teardown {cold[1]:.1f} s",
+        f"  warm, median of {WARM_ROUNDS} ({each} s): command -> verdict {verdict:.1f} s "
+        f"({mark} the {TARGET_VERDICT_S:g} s target); verdict -> clean teardown {teardown:.1f} s",
+        "  turn latency at the stub (request in -> last stream event), warm rounds:",
+        *latencies(turns),
+    ]

@@ -1,0 +1,178 @@
+"""`invoke demo.up --brains stub` end to end on the local runtime: the real Claude SDK,
+Codex and CrewAI adapters (the workspaces' `brains` groups, the pinned codex CLI) in
+their sandboxes, every model call answered by the LLM stub from the scenario's lines.
+
+For `happy` and `no-handoff`: the verdict is reached and the breaker tiers fire as
+scripted; each agent's turns reach the stub over its framework's wire API (Anthropic
+messages, OpenAI responses, chat completions), all accepted (custody: the stub takes only
+the host's canary keys, never a placeholder); the canaries are never inside a sandbox (its
+processes' environment while it runs, its files, logs and the transcript); and nothing is
+left after the teardown. `UNHANDLED` lines in the emulator's log are counted and printed;
+there must be none (the PM's memory tools use routes the emulator serves).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from bandkit.demo import stub_brains
+from bandkit.emulator import service
+from tests.demo.test_demo_e2e import (
+    CANARY,
+    Platform,
+    assert_nothing_left,
+    demo_env,
+    invoke,
+    tagged_processes,
+    timings,
+    up,
+)
+from tests.demo.test_demo_e2e import platform as platform
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(
+        shutil.which("npm") is None or shutil.which("node") is None,
+        reason="--brains stub installs the pinned codex CLI with npm (apt-get install nodejs npm)",
+    ),
+]
+
+WIRE = {"pm": "anthropic.messages", "dev": "openai.responses", "architect": "openai.chat"}
+# Caches (made before any key: packages, the SDK home, the npm-installed codex CLI) and the
+# host's key store (0700, not the sandbox's) are not scanned.
+NOT_SCANNED = {".uv-cache", ".sdk", "keychain", "cli"}
+HOMES = Path("/tmp")
+
+
+@pytest.fixture
+def fresh_journal(platform: Platform) -> Path:
+    """The stub's journal of this run only (the run directory is shared by the module)."""
+    home = stub_brains.stub_dir(platform.layout)
+    journal = home / "llm-requests.jsonl"
+    journal.unlink(missing_ok=True)
+    return journal
+
+
+def turns(journal: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in journal.read_text().splitlines() if line]
+
+
+def canaries(platform: Platform) -> list[str]:
+    keys = (stub_brains.stub_dir(platform.layout) / "llm-keys").read_text().splitlines()
+    return [line.split("=", 1)[1] for line in keys if "=" in line and not line.startswith("#")]
+
+
+def unhandled(platform: Platform) -> list[str]:
+    log = platform.run_dir / service.LOG_FILE
+    return [line for line in log.read_text(errors="replace").splitlines() if "UNHANDLED" in line]
+
+
+def assert_wire_and_custody(journal: Path) -> None:
+    seen = turns(journal)
+    assert seen, "the stub saw no request"
+    refused = [(t["agent"], t["status"], t["error"]) for t in seen if t["status"] != 200]
+    assert refused == []  # every request carried the host's key: no CUSTODY/AUTH refusal
+    for agent, api in WIRE.items():
+        mine = [t for t in seen if t["agent"] == agent]
+        assert mine, f"{agent} never reached the stub"
+        assert {t["api"] for t in mine} == {api}, agent
+        assert any(str(t["rule"]).endswith("band_send_message") for t in mine), agent
+        assert all(t["selected_by"] == "key" for t in mine), agent  # its own bound canary
+
+
+def sandbox_bytes(*roots: Path) -> bytes:
+    out = []
+    for root in roots:
+        for path in root.rglob("*"):
+            if NOT_SCANNED & set(path.relative_to(root).parts) or path.is_symlink():
+                continue
+            if path.is_file():
+                out.append(path.read_bytes())
+    return b"\n".join(out)
+
+
+def agent_homes() -> set[Path]:
+    return set(HOMES.glob("band-demo-home-*"))
+
+
+def assert_no_canary_in_sandboxes(
+    platform: Platform, keys: list[str], *outputs: str, homes: Iterable[Path] = ()
+) -> None:
+    everything = "\n".join(outputs).encode() + sandbox_bytes(platform.layout.box_root, *homes)
+    for key in keys:
+        assert key.encode() not in everything
+
+
+def environments(platform: Platform) -> list[bytes]:
+    out = []
+    for pid in tagged_processes(platform.layout.box_root):
+        try:
+            out.append(Path(f"/proc/{pid}/environ").read_bytes())
+        except OSError:
+            continue
+    return out
+
+
+def test_happy_with_the_real_frameworks(platform: Platform, fresh_journal: Path) -> None:
+    before = agent_homes()
+    done = up(platform, "happy", "--brains", "stub", "--keep")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "brains: LLM stub at http://127.0.0.1:" in out
+    assert "Maya (PM) → Jordan (Architect)" in out
+    assert "Jordan (Architect) → Maya (PM), Sam (Dev): @Maya (PM) @Sam (Dev) VERDICT:" in out
+    assert "nudging" not in out
+    keys = canaries(platform)
+    assert len(keys) == 3
+    running = environments(platform)
+    assert running, "no sandbox process is running after a --keep run"
+    for environ in running:
+        for key in keys:
+            assert key.encode() not in environ
+    assert any(b"ANTHROPIC_PROXY_KEY=sk-ant-placeholder-" in env for env in running)
+    homes = agent_homes() - before
+    assert len(homes) == 3  # each agent's private home (the local runtime's HOME is not its)
+    assert_no_canary_in_sandboxes(platform, keys, homes=homes)  # while they run: their files
+    down = invoke("demo.down", "--run-dir", str(platform.run_dir), env=demo_env())
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "teardown: removed process:bandkit-demo-llm:" in down.stdout
+    assert_wire_and_custody(fresh_journal)
+    assert_no_canary_in_sandboxes(platform, keys, done.stdout, done.stderr, down.stdout)
+    assert_nothing_left(platform, down)
+    assert agent_homes() & homes == set()  # removed when the agents stopped
+    measured = timings(done)
+    lines = unhandled(platform)
+    print(f"happy --brains stub: {measured}; UNHANDLED lines in the emulator log: {len(lines)}")
+    print("\n".join(lines))
+    # The target (90 s) is for a warm cache (`nox -s bench -- demo --brains stub`); this run
+    # is cold: it syncs the three `brains` groups (about 1.3 GB of venvs) and installs codex.
+    assert measured["verdict"] <= 300
+    assert lines == []
+
+
+def test_no_handoff_with_the_real_frameworks(platform: Platform, fresh_journal: Path) -> None:
+    before = agent_homes()
+    done = up(platform, "no-handoff", "--brains", "stub")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "conductor: soft cap reached without a handoff: nudging the PM" in out
+    assert "conductor: handoff deadline passed: adding Jordan (Architect)" in out
+    assert out.index("nudging the PM") < out.index("adding Jordan") < out.index("VERDICT:")
+    assert "demo.up: verdict: decided (architect verdict)" in out
+    assert_wire_and_custody(fresh_journal)
+    pm_rules = {str(t["rule"]) for t in turns(fresh_journal) if t["agent"] == "pm"}
+    assert any(rule.startswith("line-0-") for rule in pm_rules)  # the nudge: on_human
+    keys = canaries(platform)
+    assert_no_canary_in_sandboxes(platform, keys, done.stdout, done.stderr)
+    assert CANARY not in done.stdout + done.stderr
+    assert_nothing_left(platform, done)
+    assert agent_homes() - before == set()
+    lines = unhandled(platform)
+    print(f"no-handoff --brains stub: {timings(done)}; UNHANDLED lines: {len(lines)}")
+    assert lines == []

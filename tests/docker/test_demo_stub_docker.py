@@ -1,0 +1,149 @@
+"""`--brains stub` on the docker runtime, as a user runs it: `uv run invoke demo.build
+--brains stub` (the kit image, the CLI image, the `codex --version` proof), then `uv run
+invoke demo.up --brains stub --runtime docker --headless` (repo root) on `happy`.
+
+Each sandbox is a container of the CLI image (band-python-kit-cli:local): the PM's
+ClaudeSDKAdapter runs the claude CLI from its workspace venv (the claude-agent-sdk wheel),
+the Dev's CodexAdapter the image's codex, the Architect CrewAI; every model call goes
+through the sandbox's egress and credential proxies to the LLM stub on the host. Checked:
+the verdict is reached; each agent's turns are in the stub's journal over its framework's
+wire API, all accepted (the stub takes only the host's canary keys, never a placeholder);
+while the agents run (`--keep`) no canary is in any container's environment (`docker
+inspect`), startup log or files; `demo.down` then leaves nothing (`leftovers`).
+
+CI time: one scenario (the other tiers are the scripted brains' and the local runtime's
+tests). Measured: 198 s for the module with the images cached (`demo.up` 129 s); the
+three workspace syncs inside the containers dominate (the PM's and the Architect's
+frameworks are 0.4 and 0.8 GB of venv, fetched from PyPI through the egress proxy on
+every run). A cold CLI image adds its build (see docker/band_python_kit/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from bandkit.demo import cli_image, stub_brains, teardown
+from bandkit.demo.layout import DemoLayout
+from bandkit.emulator import service
+from examples.docker_demo.cast import CAST, Role
+from tests.demo.killing import AGENT_KEY_PREFIX, CANARY, demo_env, plant_canary
+from tests.demo.leftovers import leftovers, secrets_in
+from tests.runtimes.helpers import REPO, scratch_dir
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+WIRE = {"pm": "anthropic.messages", "dev": "openai.responses", "architect": "openai.chat"}
+
+
+def invoke(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["uv", "run", "invoke", *args],
+        cwd=REPO,
+        env=demo_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@dataclass
+class Platform:
+    run_dir: Path
+    pid: int
+    layout: DemoLayout
+
+
+@pytest.fixture(scope="module")
+def platform() -> Iterator[Platform]:
+    built = invoke("demo.build", "--brains", "stub", timeout=1800)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    assert f"demo.build: codex-cli {cli_image.codex_version()} (" in built.stdout
+    run_dir = scratch_dir("demo-stub-docker-")
+    plant_canary(run_dir)
+    record, _ = service.up(run_dir)
+    layout = DemoLayout.for_run_dir(run_dir)
+    try:
+        yield Platform(run_dir, record.pid, layout)
+    finally:
+        teardown.down(run_dir, env={}, log=print)  # whatever a failed test left
+        service.down(run_dir)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if layout.box_root != run_dir / "demo-boxes":
+            shutil.rmtree(layout.box_root, ignore_errors=True)
+
+
+def turns(journal: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in journal.read_text().splitlines() if line]
+
+
+def inspect(name: str) -> str:
+    return subprocess.run(
+        ["docker", "inspect", name], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+
+
+def container_text(name: str) -> str:
+    """What a running container shows: inspect (env, labels, mounts), startup log, and
+    every process's environment inside it."""
+    logs = subprocess.run(
+        ["docker", "logs", name], capture_output=True, text=True, check=False, timeout=60
+    )
+    environ = subprocess.run(
+        ["docker", "exec", name, "sh", "-c", "cat /proc/[0-9]*/environ 2>/dev/null"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    return "\n".join([inspect(name), logs.stdout, logs.stderr, environ.stdout])
+
+
+def test_happy_with_the_real_frameworks_on_docker(platform: Platform) -> None:
+    started = time.monotonic()
+    args = ["demo.up", "--brains", "stub", "--runtime", "docker", "--headless", "--keep"]
+    done = invoke(*args, "--scenario", "happy", "--run-dir", str(platform.run_dir))
+    seconds = time.monotonic() - started
+    print(f"happy --brains stub on docker: {seconds:.1f} s")
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert "docker runtime" in out
+    assert "Maya (PM) → Jordan (Architect)" in out
+    assert "VERDICT:" in out
+    home = stub_brains.stub_dir(platform.layout)
+    keys = [
+        line.split("=", 1)[1]
+        for line in (home / "llm-keys").read_text().splitlines()
+        if "=" in line and not line.startswith("#")
+    ]
+    assert len(keys) == 3
+    for role in Role:
+        sandbox = CAST[role].sandbox
+        assert f'"Image": "{cli_image.CLI_TAG}"' in inspect(sandbox), role  # the CLI image
+        workspace = platform.layout.workspace(role)  # bind-mounted: the sandbox's files
+        assert secrets_in(keys, container_text(sandbox), roots=(workspace,)) == [], role
+    down = invoke("demo.down", "--run-dir", str(platform.run_dir))
+    assert down.returncode == 0, down.stdout + down.stderr
+    seen = turns(home / "llm-requests.jsonl")
+    refused = [(t["agent"], t["status"], t["error"]) for t in seen if t["status"] != 200]
+    assert refused == []
+    for agent, api in WIRE.items():
+        mine = [t for t in seen if t["agent"] == agent]
+        assert mine, f"{agent} never reached the stub"
+        assert {t["api"] for t in mine} == {api}, agent
+        assert any(str(t["rule"]).endswith("band_send_message") for t in mine), agent
+    left = leftovers(platform.run_dir, docker=True, keep_pids=(platform.pid,))
+    assert left == [], "\n".join(left)
+    roots = (platform.run_dir, platform.layout.box_root)
+    outputs = (out, done.stderr, down.stdout, down.stderr)
+    assert secrets_in([CANARY, AGENT_KEY_PREFIX], *outputs, roots=roots) == []
+    assert secrets_in(keys, *outputs) == []  # the stub's key file holds them, 0600, host-side
