@@ -17,7 +17,7 @@ from invoke.tasks import task
 
 from bandkit import doctor as doctor_mod
 from bandkit.errors import BandkitError
-from tasks import ci, demo, emulator, image, kit, llm, sandbox_smoke, shortcuts
+from tasks import ci, demo, emulator, image, kit, llm, release, sandbox_smoke, shortcuts
 from tasks._common import RUN_DIR_DEFAULT, reports
 
 
@@ -46,5 +46,7 @@ ns.add_collection(Collection.from_module(emulator, name="platform"))
 ns.add_collection(Collection.from_module(demo))
 ns.add_collection(Collection.from_module(sandbox_smoke, name="smoke"))
 ns.add_collection(Collection.from_module(llm))
+ns.add_collection(Collection.from_module(release))
 ns.configure({"run_dir": RUN_DIR_DEFAULT})
 ns.configure(shortcuts.CONFIG)
+ns.configure(release.CONFIG)

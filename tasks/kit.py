@@ -227,3 +227,26 @@ def kit_policy_log(c: Context, name: str = "", json: bool = False, run_dir: str 
             name=need(name, "--name", "my-agent"), run_dir=resolve_run_dir(c, run_dir), as_json=json
         )
     )
+
+
+@task(
+    name="bump-bases",
+    help={
+        "dockerfile": "Dockerfile to re-pin (repeatable; default: the kit image's)",
+        "check": "only say which pins are stale; exit 1 if any is (nothing is written)",
+    },
+    iterable=["dockerfile"],
+)
+@reports("kit.bump-bases")
+def kit_bump_bases(c: Context, dockerfile: list[str] | None = None, check: bool = False) -> None:
+    """Re-pin the base images (ARG ...@sha256 lines) to their tags' current digests (online)."""
+    from bandkit.image.facts import DOCKERFILE
+    from bandkit.kit import bump_bases
+
+    paths = [Path(p) for p in dockerfile or ()] or [DOCKERFILE]
+    changes = bump_bases.bump(paths, write=not check)
+    for change in changes:
+        verb = ("stale" if check else "re-pinned") if change.changed else "current"
+        print(f"kit.bump-bases: {change.path.name} {change.name}: {verb}: {change.new}")
+    if check and any(change.changed for change in changes):
+        raise Exit(code=1)

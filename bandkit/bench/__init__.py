@@ -19,4 +19,5 @@ BENCHES: dict[str, str] = {
     "smoke": "smoke",
     "newcomer": "newcomer",
     "proxy": "proxy",
+    "release": "release",
 }
