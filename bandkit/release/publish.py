@@ -6,7 +6,8 @@ release tag `band-sdk-vX.Y.Z` (releases), a clean tree (`allow_dirty` is for
 pre-release rehearsals only); 4. every registry's tags and one probe per immutable
 reference; 5. the plan (`plan.plan`, which refuses with exit 1 or 2). A dry run prints the
 plan (or the refusal and the part that was decidable) and stops. Otherwise `execute` runs
-the steps and the summary table is printed either way.
+the steps and the summary table is printed either way; a publish that finished writes
+`dist/release.json` and the workflow outputs (`record`).
 
 `rebuild` computes the next `X.Y.Z-rN` from both registries' tags (`versions.next_rebuild`:
 the minimum of the per-registry maxima, plus one) and publishes it like `publish`.
@@ -19,7 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from bandkit.image.facts import REPO_ROOT
-from bandkit.release import build_once, gather, lock_gate, versions
+from bandkit.release import build_once, gather, lock_gate, record, versions
 from bandkit.release import plan as planner
 from bandkit.release.execute import Builder, Pusher, ReleaseStopped, Run, execute
 from bandkit.release.oci import Registries
@@ -114,6 +115,9 @@ def publish(
         execute(run)
     finally:
         progress(render(run.rows, decided.skipped))
+    if run.digest:
+        facts = record.facts(settings, str(version), run.digest, run.kit_digests)
+        progress(f"recorded {record.write(facts)} (digest, subject, version)")
     return Outcome(decided, run.rows, False)
 
 

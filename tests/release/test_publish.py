@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import yaml
@@ -51,7 +53,9 @@ def resolved(reg: FakeRegistries, repo: str, tag: str) -> str | None:
     return None if raw is None else sha256(raw)
 
 
-def test_a_release_builds_once_pins_each_kit_and_moves_floating_tags_kits_first() -> None:
+def test_a_release_builds_once_pins_each_kit_and_moves_floating_tags_kits_first(
+    record_in_tmp: Path,
+) -> None:
     reg = FakeRegistries()
     reg.put(HUB.image, "1.1.0", index("old"))
     reg.put(GHCR.image, "1.1.0", index("old"))
@@ -74,9 +78,13 @@ def test_a_release_builds_once_pins_each_kit_and_moves_floating_tags_kits_first(
     assert set(moved[:4]) == kit_repos  # every kit moved before any image
     assert set(moved[4:]) == {HUB.image_repo, GHCR.image_repo}
     assert any(line.startswith("release summary:") for line in lines)
+    recorded = json.loads(record_in_tmp.read_text())  # what release.yml attests
+    assert recorded["digest"] == digest
+    assert recorded["subject"] == GHCR.image_repo
+    assert set(recorded["kits"]) == kit_repos
 
 
-def test_a_dry_run_changes_nothing_and_prints_the_plan() -> None:
+def test_a_dry_run_changes_nothing_and_prints_the_plan(record_in_tmp: Path) -> None:
     reg = FakeRegistries()
     outcome, lines, fake = run(reg, "1.2.0", dry_run=True)
     assert outcome is not None
@@ -85,6 +93,7 @@ def test_a_dry_run_changes_nothing_and_prints_the_plan() -> None:
     assert fake.builds == 0
     assert any(line.startswith("release plan for 1.2.0") for line in lines)
     assert "dry run: nothing was changed" in lines
+    assert not record_in_tmp.exists()
 
 
 def test_one_registry_having_the_version_heals_the_other_by_copy() -> None:
@@ -96,7 +105,9 @@ def test_one_registry_having_the_version_heals_the_other_by_copy() -> None:
     assert not any("] build " in line for line in lines)
 
 
-def test_a_probe_error_at_the_commit_point_stops_before_any_floating_tag() -> None:
+def test_a_probe_error_at_the_commit_point_stops_before_any_floating_tag(
+    record_in_tmp: Path,
+) -> None:
     reg = FakeRegistries()
 
     def ghcr_goes_down(line: str) -> None:
@@ -107,6 +118,7 @@ def test_a_probe_error_at_the_commit_point_stops_before_any_floating_tag() -> No
         run(reg, "1.2.0", hook=ghcr_goes_down)
     assert stopped.value.exit_code == 2
     assert "no floating tag moved" in str(stopped.value)
+    assert not record_in_tmp.exists()  # a half release is never attested
     for repo in (HUB.image_repo, HUB.kit_repo):
         assert "latest" not in reg.store[repo]
         assert "1" not in reg.store[repo]
