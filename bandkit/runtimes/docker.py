@@ -14,7 +14,15 @@ Isolation (a sandbox is hostile):
   gateway address, serving only that network, default deny, admitting the kit's
   allowlist (`caps.network.allow`), the spec's `egress` hosts, the platform route and
   per-sandbox grants (`allow`, `kit.allow`), logging every decision (`policy_log`).
-  `HTTP(S)_PROXY` in the container name it; `NO_PROXY` is empty.
+  `HTTP(S)_PROXY` in the container name it; `NO_PROXY` is the container's loopback.
+- host firewall (`hostguard`): the gateway address is the host itself, and a bridge's
+  packets to any host address take the host's INPUT chain, where Docker's isolation does
+  not apply. So before the container exists, a chain per network (recorded in the
+  manifest and the box first, re-installed at `start`, removed at teardown) drops all
+  the bridge sends to the host but TCP to the egress proxy's port on the gateway: no
+  sshd, dev server or database on 0.0.0.0, no UDP/DNS, no ICMP. Fails closed (no
+  iptables, not root: no sandbox); `host_firewall=False` or `BANDKIT_HOST_FIREWALL=off`
+  is the operator's warned opt-out.
 - privileges: `--cap-drop ALL` plus only SETUID/SETGID/SETPCAP, which the entrypoint's
   own `setpriv` needs to drop to uid 1000 with an empty bounding set;
   `no-new-privileges`; pid and memory limits.
@@ -24,10 +32,13 @@ Isolation (a sandbox is hostile):
 
 Credentials, decided here and never from the workspace: by default every secret stays
 on the host. The container sees the placeholder; the credential proxy (`boxnet`, bound to
-127.0.0.1) swaps in the key on the way to the platform, and the container reaches it
-through its egress proxy, which admits exactly the credential proxy's addresses (the
-"platform" rules). A sandbox named in `key_in_container` (an operator's explicit
-runtime option) gets the real values as environment variables instead, through a 0600
+the network's gateway address, which the host firewall lets no container reach directly)
+swaps in the key on the way to the platform (and to host-set model APIs), and the
+container reaches it through its egress proxy, which admits exactly the credential
+proxy's addresses (the "platform" rules). `NO_PROXY` names the container's own loopback,
+so a local server inside it (an adapter's MCP endpoint) is reached directly. A sandbox
+named in `key_in_container` (an operator's explicit runtime option) gets the real values
+as environment variables instead, through a 0600
 `--env-file` (never argv); `warnings` says so.
 
 `PROXY_CA_CERT_B64` is passed when the platform uses TLS (`SandboxSpec.ca_cert_pem`). The
@@ -48,6 +59,7 @@ import secrets as _secrets
 import shutil
 import tempfile
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -58,7 +70,7 @@ from bandkit.dockercli import ImageError, require_image
 from bandkit.fsio import read_regular, write_atomic, write_private
 from bandkit.image.facts import SPEC
 from bandkit.manifest import Kind, Manifest, Remover, Resource
-from bandkit.runtimes import boxnet, egress, hostbox
+from bandkit.runtimes import boxnet, egress, hostbox, hostguard
 from bandkit.runtimes.base import (
     ExecResult,
     Logs,
@@ -92,6 +104,10 @@ MEMORY_LIMIT = "2g"
 # then holds no capability at all (and no-new-privileges keeps it that way).
 ENTRYPOINT_CAPS = ("SETUID", "SETGID", "SETPCAP")
 PLATFORM_ENV = ("BAND_REST_URL", "BAND_WS_URL")
+# Endpoints the egress proxy admits as routes: the platform and the host-set model APIs
+# (boxnet proxies both, so a model key is swapped in on the wire like the platform key).
+ROUTE_ENV = (*PLATFORM_ENV, *boxnet.LLM_ENVS)
+CONTAINER_LOOPBACK = "localhost,127.0.0.1,::1"  # NO_PROXY: the container's own loopback
 KEY_IN_CONTAINER = (
     "docker runtime: {env} is passed to container {name} as a plain environment variable "
     "(env-file tier, opted in for this sandbox); the real key is inside the container"
@@ -127,8 +143,13 @@ class DockerRuntime(Runtime):
         key_in_container: Collection[str] = (),
         pids_limit: int = PIDS_LIMIT,
         memory: str = MEMORY_LIMIT,
+        host_firewall: bool | None = None,
+        firewall: hostguard.Tools | None = None,
     ) -> None:
         super().__init__(manifest=manifest)
+        # False: an operator's explicit, warned opt-out (the option, or BANDKIT_HOST_FIREWALL=off)
+        self.host_firewall = hostguard.wanted() if host_firewall is None else host_firewall
+        self.firewall = firewall or hostguard.Tools.find()
         self.run_dir = Path(run_dir)
         self.binary = binary
         self.key_in_container = frozenset(validate_name(n) for n in key_in_container)
@@ -225,20 +246,27 @@ class DockerRuntime(Runtime):
             for secret in secrets:
                 self.warn(KEY_IN_CONTAINER.format(env=secret.env, name=name))
                 env[secret.env] = secret.value
-            rules += self._platform_rules({k: spec.env[k] for k in PLATFORM_ENV if k in spec.env})
+            rules += self._platform_rules({k: spec.env[k] for k in ROUTE_ENV if k in spec.env})
         else:
             if secrets:
                 routes = self._start_proxy(
-                    name, spec.workspace, spec.env, secrets, spec.ca_cert_pem
+                    name, spec.workspace, spec.env, secrets, spec.ca_cert_pem, gateway
                 )
                 env.update(routes)
                 rules += self._platform_rules(routes)
             env.update({s.env: s.placeholder for s in secrets})
+        # The routes live on the gateway, so the container's own loopback (an adapter's
+        # local MCP server, which the claude CLI calls) is its own and skips the proxy;
+        # an env-file-tier sandbox may still name a host loopback endpoint: all proxied.
+        loopback = name not in self.key_in_container
         try:
             port = egress.start(box, sandbox=name, listen=gateway, clients=subnet, rules=rules)
         except egress.EgressError as exc:
             raise SandboxError(f"docker: {name}: {exc}") from None
         env.update(egress.proxy_env(gateway, port))
+        if loopback:
+            env["NO_PROXY"] = env["no_proxy"] = CONTAINER_LOOPBACK
+        self._guard_host(name, network, gateway, port)  # before any container exists
 
         entrypoint, *command = startup_command()
         self.record(Kind.SANDBOX, name, name=name, owner=owner, network=network)
@@ -267,7 +295,7 @@ class DockerRuntime(Runtime):
         """host:port rules for the platform endpoints in `env` (URLs the runtime made or
         the operator gave, never the workspace's)."""
         rules = []
-        for key in PLATFORM_ENV:
+        for key in ROUTE_ENV:
             parts = urlsplit(env.get(key, ""))
             if parts.hostname and parts.scheme in ("http", "https", "ws", "wss"):
                 port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
@@ -290,6 +318,29 @@ class DockerRuntime(Runtime):
                 return str(entry["Gateway"]), str(entry["Subnet"])
         raise SandboxError(f"docker: network {network} has no gateway address")
 
+    def _guard_host(self, name: str, network: str, gateway: str, port: int) -> None:
+        """Firewall the network's bridge to the host but the egress proxy (`hostguard`);
+        recorded in the manifest and the box before it is installed. Fails closed."""
+        if not self.host_firewall:
+            self.warn(hostguard.DISABLED.format(name=name))
+            return
+        try:
+            network_id, bridge = hostguard.network_facts(self.binary, network)
+            guard = hostguard.Guard(self.run_id, network_id, bridge, gateway, port)
+            facts = {"owner": self.run_id, "chain": guard.chain, "bridge": bridge}
+            self.record(Kind.SANDBOX, name, "firewall", name=name, part="firewall", **facts)
+            hostguard.write_record(self._box(name), guard)
+            hostguard.install(guard, self.firewall)
+        except hostguard.HostGuardError as exc:
+            raise SandboxError(f"docker: {name}: {exc}") from None
+
+    def _remove_firewall(self, owner: str, chain: str) -> None:
+        if chain:
+            try:
+                hostguard.remove(owner, chain, self.firewall)
+            except hostguard.HostGuardError as exc:
+                raise SandboxError(f"docker: {exc}") from None
+
     def _trust_bundle(self, name: str, ca_pem: str | None) -> Path | None:
         """The host's CA bundle (SSL_CERT_FILE: a TLS-intercepting egress path's CA) plus
         the platform's CA, for uv and the agent inside; None when the host sets neither."""
@@ -309,12 +360,15 @@ class DockerRuntime(Runtime):
         env: Mapping[str, str],
         secrets: Sequence[Secret],
         ca_pem: str | None,
+        gateway: str,
     ) -> dict[str, str]:
         box = self._box(name)
         hostbox.stop(box)  # a restart gets a fresh proxy
         injections = [boxnet.Injection(s.hosts, s.placeholder, s.value) for s in secrets]
-        try:
-            urls = boxnet.start_proxy(box, workspace, env, injections, ca_pem=ca_pem)
+        try:  # on the gateway: reached through the egress proxy only (hostguard)
+            urls = boxnet.start_proxy(
+                box, workspace, env, injections, ca_pem=ca_pem, listen=gateway
+            )
         except (hostbox.BoxError, boxnet.ProxyError) as exc:
             raise SandboxError(f"docker: credential proxy for {name}: {exc}") from None
         write_private(box / "endpoints.json", json.dumps(urls))
@@ -327,10 +381,60 @@ class DockerRuntime(Runtime):
                 egress.restart(box)  # on the port the container's proxy variables name
             except (egress.EgressError, OSError) as exc:
                 raise SandboxError(f"docker: egress proxy of {name}: {exc}") from None
+        try:  # again: a host reboot flushes the firewall but keeps the container
+            hostguard.reinstall(box, self.firewall)
+        except hostguard.HostGuardError as exc:
+            raise SandboxError(f"docker: {name}: {exc}") from None
         self._docker("start", name, what="start")
 
     def stop(self, name: str) -> None:
         self._docker("stop", "--time", "20", validate_name(name), what="stop", timeout=T_QUICK)
+
+    # -- interruptions (the smoke's drills): freeze and thaw, cut and restore the network
+    def pause(self, name: str) -> None:
+        """Freeze every process of the container (cgroup freezer): a host asleep."""
+        self._docker("pause", validate_name(name), what="pause")
+
+    def unpause(self, name: str) -> None:
+        self._docker("unpause", validate_name(name), what="unpause")
+
+    def endpoint(self, name: str) -> Endpoint | None:
+        """The container's endpoint on its sandbox network; None when disconnected."""
+        network = self._owner(name).get("network", "")
+        if not network:
+            raise SandboxError(f"docker: no sandbox network recorded for {name!r}")
+        out = self._docker(
+            "inspect",
+            "--type",
+            "container",
+            "--format",
+            "{{json .Id}} {{json .NetworkSettings.Networks}}",
+            validate_name(name),
+            what="inspect",
+        ).stdout
+        ident, _, networks = out.strip().partition(" ")
+        entry = (json.loads(networks or "null") or {}).get(network)
+        return None if entry is None else Endpoint.from_inspect(network, json.loads(ident), entry)
+
+    def disconnect(self, name: str) -> Endpoint:
+        """Cut the container off its network; the endpoint as it was, for `reconnect`."""
+        before = self.endpoint(name)
+        if before is None:
+            raise SandboxError(f"docker: {name} is not connected to its sandbox network")
+        self._docker("network", "disconnect", before.network, name, what="network disconnect")
+        return before
+
+    def reconnect(self, name: str, before: Endpoint) -> Endpoint:
+        """Connect the container again with the same endpoint config (aliases, pinned
+        addresses, links); SandboxError when it came back different."""
+        argv = ["network", "connect", *before.connect_args(), before.network, validate_name(name)]
+        self._docker(*argv, what="network connect")
+        after = self.endpoint(name)
+        if after is None or not after.same_as(before):
+            raise SandboxError(
+                f"docker: {name} came back on {before.network} as {after} instead of {before}"
+            )
+        return after
 
     def exec(
         self,
@@ -387,6 +491,9 @@ class DockerRuntime(Runtime):
         its owner label proves this run made it (a foreign one is kept: SandboxError)."""
         owner = self._owner(name)
         self._remove_container(name, owner.get("owner", ""))
+        guard = hostguard.read_record(self._box(name))
+        if guard is not None:
+            self._remove_firewall(guard.run_id, guard.chain)
         self._remove_network(name, owner.get("network", ""), owner.get("owner", ""))
 
     def _remove_container(self, name: str, owner: str) -> None:
@@ -427,7 +534,9 @@ class DockerRuntime(Runtime):
         recorded = self._owner(name)
         owner = details.get("owner") or recorded.get("owner", "")
         network = details.get("network") or recorded.get("network", "")
-        if details.get("part") == "network":
+        if details.get("part") == "firewall":
+            self._remove_firewall(details.get("owner", ""), details.get("chain", ""))
+        elif details.get("part") == "network":
             self._remove_network(name, network, owner)
         else:
             self._remove_container(name, owner)
@@ -480,6 +589,57 @@ class DockerRuntime(Runtime):
             ),
             Kind.POLICY: self._remove_grant,
         }
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A container's endpoint on one network: what `docker network connect` restores."""
+
+    network: str
+    ip: str
+    gateway: str
+    mac: str
+    aliases: tuple[str, ...]  # without the container's own short id (docker adds it)
+    pinned: tuple[tuple[str, str], ...] = ()  # --ip / --ip6 / --link-local-ip as set
+    links: tuple[str, ...] = ()
+    driver_opts: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_inspect(cls, network: str, container_id: str, entry: Mapping[str, Any]) -> Endpoint:
+        ipam = entry.get("IPAMConfig") or {}
+        pinned = [("--ip", str(ipam.get("IPv4Address") or ""))]
+        pinned += [("--ip6", str(ipam.get("IPv6Address") or ""))]
+        pinned += [("--link-local-ip", str(ip)) for ip in ipam.get("LinkLocalIPs") or []]
+        short = container_id[:12]
+        return cls(
+            network=network,
+            ip=str(entry.get("IPAddress") or ""),
+            gateway=str(entry.get("Gateway") or ""),
+            mac=str(entry.get("MacAddress") or ""),
+            aliases=tuple(sorted(str(a) for a in entry.get("Aliases") or [] if a != short)),
+            pinned=tuple((flag, value) for flag, value in pinned if value),
+            links=tuple(sorted(str(link) for link in entry.get("Links") or [])),
+            driver_opts=tuple(sorted((entry.get("DriverOpts") or {}).items())),
+        )
+
+    def connect_args(self) -> list[str]:
+        args = [part for alias in self.aliases for part in ("--alias", alias)]
+        args += [part for flag, value in self.pinned for part in (flag, value)]
+        args += [part for link in self.links for part in ("--link", link)]
+        args += [part for k, v in self.driver_opts for part in ("--driver-opt", f"{k}={v}")]
+        return args
+
+    def same_as(self, other: Endpoint) -> bool:
+        """The same endpoint config (the endpoint id is new by design); the address and
+        gateway too unless this one has none (a stopped container holds no address)."""
+        config = (self.network, self.aliases, self.pinned, self.links, self.driver_opts)
+        theirs = (other.network, other.aliases, other.pinned, other.links, other.driver_opts)
+        addresses = not self.ip or (self.ip, self.gateway) == (other.ip, other.gateway)
+        return config == theirs and addresses
+
+    def __str__(self) -> str:
+        aliases = ",".join(self.aliases) or "none"
+        return f"{self.ip} via {self.gateway} (mac {self.mac}, aliases {aliases})"
 
 
 class _env_file:

@@ -38,6 +38,7 @@ from bandkit.runtimes.docker import (
     PIDS_LIMIT,
     DockerRuntime,
 )
+from tests.fakes.iptables import FakeIptables, fake_iptables
 from tests.runtimes.helpers import (
     INSECURE,
     Platform,
@@ -85,6 +86,7 @@ elif args[:2] == ["network", "inspect"]:
     if name not in state["networks"]:
         fail(f"Error: network {{name}} not found")
     print(json.dumps([{{"Subnet": "127.0.0.0/8", "Gateway": "127.0.0.1"}}]) if "IPAM" in fmt
+          else '"%s" {{}}' % ("0f" * 32) if ".Id" in fmt
           else json.dumps(state["networks"][name]))
 elif args[:2] == ["network", "rm"]:
     state["networks"].pop(args[-1], None)
@@ -109,6 +111,7 @@ save()
 class FakeDocker:
     binary: Path
     state: Path
+    iptables: FakeIptables  # the host firewall's stand-in (DockerRuntime(firewall=...))
 
     def data(self) -> dict[str, Any]:
         if not self.state.exists():
@@ -127,7 +130,7 @@ def fake_docker(directory: Path) -> FakeDocker:
     binary, state = directory / "docker", directory / "docker-state.json"
     binary.write_text(FAKE_DOCKER.format(python=sys.executable, state=str(state)))
     binary.chmod(0o755)
-    return FakeDocker(binary, state)
+    return FakeDocker(binary, state, fake_iptables(directory / "iptables"))
 
 
 def stop_box_processes(run: Path, name: str) -> None:
@@ -164,7 +167,7 @@ def test_custody_fails_closed_whatever_the_workspace_says(band_yaml: str, tmp_pa
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "band.yaml").write_text(band_yaml)
-    rt = DockerRuntime(tmp_path / "run", binary=str(fake.binary))
+    rt = DockerRuntime(tmp_path / "run", binary=str(fake.binary), firewall=fake.iptables.tools)
     try:
         rt.create(spec_for(ws))
     finally:
@@ -181,7 +184,12 @@ def test_the_key_goes_in_only_when_the_operator_opts_that_sandbox_in(tmp_path: P
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "band.yaml").write_text(WORKSPACES["no-credentials-section"])
-    rt = DockerRuntime(tmp_path / "run", binary=str(fake.binary), key_in_container={"box-2"})
+    rt = DockerRuntime(
+        tmp_path / "run",
+        binary=str(fake.binary),
+        key_in_container={"box-2"},
+        firewall=fake.iptables.tools,
+    )
     try:
         rt.create(spec_for(ws, "box-1"))
         rt.create(spec_for(ws, "box-2"))
@@ -200,7 +208,7 @@ def test_the_create_argv_is_hardened(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "band.yaml").write_text(WORKSPACES["no-credentials-section"])
-    rt = DockerRuntime(tmp_path / "run", binary=str(fake.binary))
+    rt = DockerRuntime(tmp_path / "run", binary=str(fake.binary), firewall=fake.iptables.tools)
     try:
         rt.create(spec_for(ws))
     finally:
@@ -221,7 +229,7 @@ def test_the_create_argv_is_hardened(tmp_path: Path) -> None:
     assert data["networks"][network][OWNER_LABEL] == rt.run_id
     env = data["created"][0]["env"]
     assert "HTTPS_PROXY=http://127.0.0.1:" in env
-    assert "NO_PROXY=\n" in env
+    assert "NO_PROXY=localhost,127.0.0.1,::1\n" in env  # the container's own loopback only
 
 
 # -- a real sandbox
