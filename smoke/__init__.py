@@ -16,9 +16,10 @@ The flow, one run at a time (state in `.sandbox-smoke/`, see `smoke.state`):
    follow-up.
 
 `invoke smoke.run` does all of it automatically and offline (`smoke.run.run_all`: the
-local runtime, the smoke's own local platform, the drills in `smoke.drills`, plus a
-platform restart); the other `smoke.*` tasks are the operator's manual steps on the same
-state and report (`smoke/README.md`).
+docker runtime when a daemon answers and the kit image is built, else the local one; the
+smoke's own local platform; the drills in `smoke.drills`, `smoke.local_drills` and
+`smoke.docker_drills`, plus a platform restart); the other `smoke.*` tasks are the
+operator's manual steps on the same state and report (`smoke/README.md`).
 
 Each phase has exactly one operator message (`smoke.state.OPERATOR_MESSAGES`). The state
 holds ids, versions, markers and notes, never a credential.

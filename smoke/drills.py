@@ -9,17 +9,19 @@ again (`reconnect_s`, from the restore) → wait for the ack of the marker sent 
 outage (`reply_s`, from the restore: nothing lost) → a fresh round trip (the label's
 probe). Every wait polls a condition with a deadline.
 
-- **network**: the platform holds every agent request and socket upgrade
-  (`faults/pause`: connects hang, as on a black-holed network), then aborts every
-  socket with no close frame (`faults/drop`); restored when the pause ends on the
-  platform's own timer.
-- **sleep**: SIGSTOP of every process of the box (the launcher/agent tree, found by its
-  tag), held past the SDK's heartbeat watchdog; restored by SIGCONT.
-- **daemon**: `Runtime.stop` (the box's processes end), then `Runtime.start` (the
-  launcher starts the agent again). When the agent does not come back, the documented
-  recovery: reap the dead agent and room, re-provision, probe the new agent.
+This module holds what every runtime shares: the sandbox handle (`Box`, whose
+`frozen()` each runtime implements), the context, the recovery check (`recover`), the
+daemon drill's documented recovery (`reprovision`: reap the dead agent and room,
+provision anew), and the two drills that do not depend on the runtime:
+
+- **sleep**: the box frozen (`Box.frozen`: SIGSTOP of the box's process tree on local,
+  `docker pause` on docker) past the SDK's heartbeat watchdog, then thawed;
 - **platform**: the local platform is stopped (`service.down`: sockets closed,
   connections refused), then started again from its state file on the same port.
+
+The network cut and the daemon restart are the runtime's own: `smoke.local_drills`
+(the platform's socket drop, the box killed and relaunched) and `smoke.docker_drills`
+(`docker network disconnect`/`connect`, a restart of the Docker daemon itself).
 
 The sleep drill's default freeze is the SDK's own `dead_threshold_s` (read from
 `band_sdk_core.SessionPolicy.default()`, 60 s) plus `FREEZE_MARGIN_S`, so the
@@ -29,18 +31,15 @@ watchdog's deadline has passed when the box thaws, as after a real host sleep.
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
-from pathlib import Path
 
 from bandkit.errors import BandkitError
 from bandkit.kit import commands
-from bandkit.runtimes import hostbox, processes
 from bandkit.runtimes.base import Runtime, SandboxError, SandboxStatus
 from smoke import probe as pr
 from smoke import state as st
@@ -57,6 +56,7 @@ DAEMON_DOWN_S = 2.0
 PLATFORM_DOWN_S = 3.0
 FREEZE_MARGIN_S = 5.0
 WATCHDOG_LOG = "No heartbeat ack within"  # the SDK's watchdog warning (band/client/streaming)
+BACKOFF_RE = re.compile(r"SDK reconnect delay ([0-9.]+)s \(attempt (\d+)\)")  # smoke agent
 
 
 class Drill(StrEnum):
@@ -125,53 +125,36 @@ class DrillResult:
     passed: bool
     timings: Timings
     notes: list[str] = field(default_factory=list)
+    backoff_s: list[float] = field(default_factory=list)  # the SDK's reconnect waits seen
 
 
 @dataclass
 class Box:
-    """The run's sandbox as the drills handle it (local runtime: host processes)."""
+    """The run's sandbox as the drills handle it; each runtime's drills module subclasses
+    it with the way to freeze it (`frozen`) and whatever its own drills need."""
 
     runtime: Runtime
     name: str
 
-    def root(self) -> Path:
-        run_dir = getattr(self.runtime, "run_dir", None)
-        if run_dir is None:
-            raise DrillError(f"the {self.runtime.name} runtime has no box processes to freeze")
-        return Path(run_dir) / "boxes" / self.name
-
-    def pids(self) -> list[int]:
-        return processes.tagged_pids(hostbox.box_tag(self.root()))
-
     def status(self) -> SandboxStatus:
         return self.runtime.status(self.name)
 
-    def signal(self, pids: list[int], sig: signal.Signals) -> None:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-
     @contextlib.contextmanager
-    def frozen(self) -> Iterator[list[int]]:
-        """SIGSTOP the box's process tree; SIGCONT it on the way out, whatever happened."""
-        pids = self.pids()
-        if not pids:
-            raise DrillError(f"sandbox {self.name} has no running processes to freeze")
-        self.signal(pids, signal.SIGSTOP)
-        try:
-            yield pids
-        finally:
-            self.signal(pids, signal.SIGCONT)
+    def frozen(self) -> Iterator[str]:
+        """Freeze the sandbox for the body, thaw it on the way out whatever happened;
+        yields a note (what was frozen)."""
+        raise DrillError(f"the {self.runtime.name} runtime has no way to freeze a sandbox")
+        yield ""  # pragma: no cover
 
     def log_tail(self, redact: list[str]) -> str:
         return commands.log_tail(self.runtime, self.name, redact)
 
-    def log_count(self, text: str) -> int:
-        """How many lines of the agent's startup log contain `text`."""
+    def log_lines(self) -> list[str]:
+        """The agent's startup log (its stdout/stderr), [] when unreadable."""
         try:
-            return sum(text in line for line in self.runtime.logs(self.name).startup.splitlines())
+            return self.runtime.logs(self.name).startup.splitlines()
         except SandboxError:
-            return 0
+            return []
 
     def log_problems(self, redact: list[str], count: int = 4) -> str:
         """The agent's last ERROR/WARNING lines (its startup log), secrets replaced."""
@@ -202,6 +185,8 @@ class DrillContext:
     daemon_down_s: float = DAEMON_DOWN_S
     platform_down_s: float = PLATFORM_DOWN_S
     relaunch: bool = True  # False breaks the daemon drill's recovery on purpose (tests)
+    image: str | None = None  # the docker runtime's image (re-provisioning uses it too)
+    heal_after_s: float | None = None  # docker network drill: the kit's health check
     log: Callable[[str], None] = print
 
     @property
@@ -249,7 +234,7 @@ class DrillContext:
         return self.box.status() is SandboxStatus.RUNNING
 
 
-def _hold_until(deadline: float, check: Callable[[], None] | None = None) -> None:
+def hold_until(deadline: float, check: Callable[[], None] | None = None) -> None:
     """The deliberate outage: wait until `deadline`, calling `check` about twice a second."""
     while (left := deadline - time.monotonic()) > 0:
         if check is not None:
@@ -257,10 +242,20 @@ def _hold_until(deadline: float, check: Callable[[], None] | None = None) -> Non
         time.sleep(min(0.5, left))
 
 
-def _recover(ctx: DrillContext, drill: Drill, token: str, restored: float, t: Timings) -> bool:
+def recover(
+    ctx: DrillContext,
+    drill: Drill,
+    token: str,
+    restored: float,
+    t: Timings,
+    notes: list[str] | None = None,
+) -> bool:
     """After the restore: reconnect, the outage marker's ack, a fresh probe. Records the
-    label's probe; True when all three happened."""
+    label's probe, and on failure the observation (with the drill's `notes`); True when
+    all three happened."""
     label = LABELS[drill]
+    seen = "; ".join(notes or [])
+    seen = f" What the drill saw: {seen}." if seen else ""
     restored_wall = utc_now() - timedelta(seconds=time.monotonic() - restored)
     since_restore = time.monotonic() - restored
     waited = ctx.wait_online(True, ctx.reconnect_timeout_s, alive=ctx.box_alive)
@@ -275,7 +270,7 @@ def _recover(ctx: DrillContext, drill: Drill, token: str, restored: float, t: Ti
             f"agent {ctx.agent_id} did not reconnect within {ctx.reconnect_timeout_s:.0f}s "
             f"after the restore ({why})",
         )
-        _observe(ctx, drill, t, f"NOT RECOVERED: {why}. The agent last logged: {problems}")
+        observe(ctx, drill, t, f"NOT RECOVERED: {why}.{seen} The agent last logged: {problems}")
         return False
     try:
         ack = pr.run_async(
@@ -297,7 +292,7 @@ def _recover(ctx: DrillContext, drill: Drill, token: str, restored: float, t: Ti
             token,
             f"the message sent during the outage (marker {token}) was never answered",
         )
-        _observe(ctx, drill, t, f"LOST MESSAGE: marker {token} sent during the outage")
+        observe(ctx, drill, t, f"LOST MESSAGE: marker {token} sent during the outage.{seen}")
         return False
     try:
         fresh = pr.run_async(
@@ -311,7 +306,9 @@ def _recover(ctx: DrillContext, drill: Drill, token: str, restored: float, t: Ti
         )
     except TimeoutError as exc:
         pr.fail(ctx.rec, label, "", f"the fresh probe after recovery failed: {exc}")
-        _observe(ctx, drill, t, "the agent answered the outage message but not a fresh probe")
+        observe(
+            ctx, drill, t, f"the agent answered the outage message but not a fresh probe.{seen}"
+        )
         return False
     t.probe_s = fresh.seconds
     pr.passed(
@@ -324,7 +321,7 @@ def _recover(ctx: DrillContext, drill: Drill, token: str, restored: float, t: Ti
     return True
 
 
-def _observe(ctx: DrillContext, drill: Drill, t: Timings, extra: str = "") -> None:
+def observe(ctx: DrillContext, drill: Drill, t: Timings, extra: str = "") -> None:
     text = t.describe() + (f". {extra}" if extra else "")
     ctx.rec.update(st.record_observation, OBSERVATIONS[drill], text)
     ctx.log(f"observation {OBSERVATIONS[drill]}: {text}")
@@ -333,93 +330,62 @@ def _observe(ctx: DrillContext, drill: Drill, t: Timings, extra: str = "") -> No
 # ---------------------------------------------------------------- the drills
 
 
-def network_cut(ctx: DrillContext) -> DrillResult:
-    t = Timings()
-    notes: list[str] = []
-    cut = time.monotonic()
-    ctx.target.pause(ctx.network_outage_s)  # first: the reconnect attempts then hang
-    restore_at = cut + ctx.network_outage_s
-    dropped = ctx.target.drop_sockets()
-    notes.append(f"{dropped} socket(s) dropped; agent traffic held {ctx.network_outage_s:g}s")
-    t.offline_after_s = _offline_within(ctx, cut, restore_at)
-    token = ctx.send_outage_marker()
-    _hold_until(restore_at)
-    ctx.target.wait_serving(10.0)
-    restored = restore_at  # the platform's pause timer started after `cut`: a lower bound
-    t.outage_s = restored - cut
-    ok = _recover(ctx, Drill.NETWORK, token, restored, t)
-    if ok:
-        _observe(ctx, Drill.NETWORK, t, "; ".join(notes))
-    return DrillResult(Drill.NETWORK, ok, t, notes)
-
-
-def _offline_within(ctx: DrillContext, cut: float, until: float) -> float | None:
+def offline_within(ctx: DrillContext, cut: float, until: float) -> float | None:
     """Seconds from `cut` until the platform listed the agent offline (None: not by `until`)."""
     waited = ctx.wait_online(False, max(0.0, until - time.monotonic()))
     return None if waited is None else time.monotonic() - cut
+
+
+@dataclass
+class AgentLog:
+    """What the agent logged during a drill: its watchdog firing, its reconnect delays."""
+
+    watchdog_fired: int
+    backoff_s: list[float]
+
+    @classmethod
+    def since(cls, box: Box, mark: int) -> AgentLog:
+        lines = box.log_lines()[mark:]
+        delays = [float(m.group(1)) for ln in lines if (m := BACKOFF_RE.search(ln))]
+        return cls(sum(WATCHDOG_LOG in ln for ln in lines), delays)
+
+    def notes(self) -> list[str]:
+        fired = (
+            f"the SDK's heartbeat watchdog fired {self.watchdog_fired} time(s)"
+            if self.watchdog_fired
+            else "the SDK's heartbeat watchdog did not fire (the agent saw its socket fail first)"
+        )
+        if not self.backoff_s:
+            return [fired, "no SDK reconnect delay logged"]
+        waits = ", ".join(f"{d:.1f}" for d in self.backoff_s)
+        return [fired, f"SDK reconnect backoff: {len(self.backoff_s)} wait(s) of {waits}s"]
 
 
 def sleep_wake(ctx: DrillContext) -> DrillResult:
     t = Timings()
     _, dead_threshold = sdk_watchdog()
     notes = [f"froze the box for {ctx.freeze_s:g}s (SDK heartbeat watchdog: {dead_threshold:g}s)"]
-    fired_before = ctx.box.log_count(WATCHDOG_LOG)
-    with ctx.box.frozen() as pids:
+    mark = len(ctx.box.log_lines())
+    with ctx.box.frozen() as what:
         cut = time.monotonic()
-        notes.append(f"{len(pids)} process(es) stopped")
+        notes.append(what)
         token = ctx.send_outage_marker()
         thaw_at = cut + ctx.freeze_s
-        t.offline_after_s = _offline_within(ctx, cut, thaw_at)
-        _hold_until(thaw_at)
+        t.offline_after_s = offline_within(ctx, cut, thaw_at)
+        hold_until(thaw_at)
     restored = time.monotonic()
     t.outage_s = restored - cut
     if t.offline_after_s is None:
         notes.append("the platform kept the frozen agent's socket open")
-    ok = _recover(ctx, Drill.SLEEP, token, restored, t)
-    fired = ctx.box.log_count(WATCHDOG_LOG) - fired_before
-    notes.append(
-        f"the SDK's heartbeat watchdog fired {fired} time(s) after the thaw"
-        if fired
-        else "the agent saw its socket closed on thaw (the watchdog had nothing to force)"
-    )
+    ok = recover(ctx, Drill.SLEEP, token, restored, t, notes)
+    seen = AgentLog.since(ctx.box, mark)
+    notes += seen.notes()
     if ok:
-        _observe(ctx, Drill.SLEEP, t, "; ".join(notes))
-    return DrillResult(Drill.SLEEP, ok, t, notes)
+        observe(ctx, Drill.SLEEP, t, "; ".join(notes))
+    return DrillResult(Drill.SLEEP, ok, t, notes, seen.backoff_s)
 
 
-def daemon_restart(ctx: DrillContext) -> DrillResult:
-    t = Timings()
-    notes: list[str] = []
-    cut = time.monotonic()
-    try:
-        ctx.box.runtime.stop(ctx.box.name)
-    except SandboxError as exc:
-        raise DrillError(f"could not stop sandbox {ctx.box.name}: {exc}") from None
-    notes.append(f"sandbox stopped in {time.monotonic() - cut:.1f}s ({ctx.box.status()})")
-    t.offline_after_s = _offline_within(ctx, cut, time.monotonic() + 10.0)
-    token = ctx.send_outage_marker()
-    _hold_until(time.monotonic() + ctx.daemon_down_s)
-    if ctx.relaunch:
-        try:
-            ctx.box.runtime.start(ctx.box.name)
-        except SandboxError as exc:
-            notes.append(f"relaunch failed: {exc}")
-    else:
-        notes.append("not relaunched (recovery broken on purpose)")
-    restored = time.monotonic()
-    t.outage_s = restored - cut
-    came_back = ctx.relaunch and (
-        ctx.wait_online(True, RELAUNCH_TIMEOUT_S, alive=ctx.box_alive) is not None
-    )
-    if not came_back and ctx.relaunch:
-        return _reprovision(ctx, t, notes, restored)
-    ok = _recover(ctx, Drill.DAEMON, token, restored, t)
-    if ok:
-        _observe(ctx, Drill.DAEMON, t, "; ".join(notes))
-    return DrillResult(Drill.DAEMON, ok, t, notes)
-
-
-def _reprovision(ctx: DrillContext, t: Timings, notes: list[str], restored: float) -> DrillResult:
+def reprovision(ctx: DrillContext, t: Timings, notes: list[str], restored: float) -> DrillResult:
     """The documented recovery when the agent died with the daemon: reap, re-provision."""
     notes.append(
         "the agent did not come back after the relaunch: reaped its agent and room and "
@@ -430,13 +396,20 @@ def _reprovision(ctx: DrillContext, t: Timings, notes: list[str], restored: floa
     if not report.clean:
         detail = "; ".join(report.problems)
         pr.fail(ctx.rec, Label.AFTER_DAEMON_RESTART, "", f"reaping the dead agent failed: {detail}")
-        _observe(ctx, Drill.DAEMON, t, "; ".join(notes))
+        observe(ctx, Drill.DAEMON, t, "; ".join(notes))
         return DrillResult(Drill.DAEMON, False, t, notes)
     try:
-        pr.provision(ctx.rec, ctx.layout, ctx.target, runtime=ctx.runtime, agent_env=ctx.agent_env)
+        pr.provision(
+            ctx.rec,
+            ctx.layout,
+            ctx.target,
+            runtime=ctx.runtime,
+            agent_env=ctx.agent_env,
+            image=ctx.image,
+        )
     except pr.ProbeFailed as exc:
         pr.fail(ctx.rec, Label.AFTER_DAEMON_RESTART, "", f"re-provisioning failed: {exc}")
-        _observe(ctx, Drill.DAEMON, t, "; ".join(notes))
+        observe(ctx, Drill.DAEMON, t, "; ".join(notes))
         return DrillResult(Drill.DAEMON, False, t, notes)
     t.reconnect_s = time.monotonic() - restored
     try:
@@ -445,20 +418,21 @@ def _reprovision(ctx: DrillContext, t: Timings, notes: list[str], restored: floa
         ok = True
     except pr.ProbeFailed:
         ok = False
-    _observe(ctx, Drill.DAEMON, t, "; ".join(notes))
+    observe(ctx, Drill.DAEMON, t, "; ".join(notes))
     return DrillResult(Drill.DAEMON, ok, t, notes)
 
 
 def platform_restart(ctx: DrillContext) -> DrillResult:
     t = Timings()
     notes: list[str] = []
+    mark = len(ctx.box.log_lines())
     cut = time.monotonic()
     try:
         ctx.target.stop_platform()
     except TargetError as exc:
         raise DrillError(str(exc)) from None
     notes.append(f"platform stopped in {time.monotonic() - cut:.1f}s")
-    _hold_until(cut + ctx.platform_down_s)
+    hold_until(cut + ctx.platform_down_s)
     ctx.target.start_platform()
     restored = time.monotonic()
     t.outage_s = restored - cut
@@ -468,18 +442,16 @@ def platform_restart(ctx: DrillContext) -> DrillResult:
         "the outage message was sent right after the restart, "
         + ("while the agent was still offline" if still_offline else "the agent was already back")
     )
-    ok = _recover(ctx, Drill.PLATFORM, token, restored, t)
+    ok = recover(ctx, Drill.PLATFORM, token, restored, t, notes)
+    seen = AgentLog.since(ctx.box, mark)
+    notes += seen.notes()[1:]
     if ok:
-        _observe(ctx, Drill.PLATFORM, t, "; ".join(notes))
-    return DrillResult(Drill.PLATFORM, ok, t, notes)
+        observe(ctx, Drill.PLATFORM, t, "; ".join(notes))
+    return DrillResult(Drill.PLATFORM, ok, t, notes, seen.backoff_s)
 
 
-RUNNERS: dict[Drill, Callable[[DrillContext], DrillResult]] = {
-    Drill.NETWORK: network_cut,
-    Drill.SLEEP: sleep_wake,
-    Drill.DAEMON: daemon_restart,
-    Drill.PLATFORM: platform_restart,
-}
+Runner = Callable[[DrillContext], DrillResult]
+SHARED: dict[Drill, Runner] = {Drill.SLEEP: sleep_wake, Drill.PLATFORM: platform_restart}
 
 
 def parse(spec: str) -> list[Drill]:

@@ -2,7 +2,8 @@
 
 Checks for every run: uv and the SDK are installed, the smoke agent's workspace is
 complete, the run directory is one the agent uid can enter (as root), the runtime is
-usable. Then, by platform:
+usable (docker: also the kit image is built and the daemon drill can restart the
+Docker daemon). Then, by platform:
 
 - staging (`BAND_REST_URL` set): BAND_REST_URL and BAND_WS_URL set and not the SDK's
   production endpoints, BAND_API_KEY_USER set;
@@ -96,6 +97,29 @@ def _runtime(runtime: str) -> Check:
     return Check("runtime known", False, "choose auto, local, docker or sbx")
 
 
+def _docker_extra(runtime: str) -> list[Check]:
+    """For the automated docker drills: the kit image, a daemon the drill can restart."""
+    if runtime != "docker":
+        return []
+    from bandkit.dockercli import image_exists
+    from bandkit.runtimes import dockerd
+    from bandkit.runtimes.docker import DEFAULT_IMAGE
+
+    return [
+        Check(
+            "kit image built",
+            _safe(lambda: image_exists(DEFAULT_IMAGE)),
+            "run `uv run invoke build` (or pass --image to smoke.run)",
+        ),
+        Check(
+            "Docker daemon restartable by the daemon drill",
+            _safe(lambda: bool(dockerd.find())),
+            "needs root (or sudo -n) and the host's rootful dockerd, started by systemd or "
+            "`uv run invoke ci.prepare`",
+        ),
+    ]
+
+
 def checks(run_dir: Path, *, runtime: str = "local") -> list[Check]:
     found = [
         Check("uv installed", _safe(_uv), "install uv"),
@@ -108,6 +132,7 @@ def checks(run_dir: Path, *, runtime: str = "local") -> list[Check]:
             "pass --run-dir under /tmp, or make its parents searchable (chmod o+x)",
         ),
         _runtime(runtime),
+        *_docker_extra(runtime),
     ]
     if os.environ.get(REST_URL_ENV):
         found += [

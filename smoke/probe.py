@@ -321,8 +321,10 @@ def provision(
     runtime: str,
     agent_env: dict[str, str] | None = None,
     online_timeout_s: float = ONLINE_TIMEOUT_S,
+    image: str | None = None,
 ) -> float:
-    """Make the run's sandbox, agent and room; seconds until the agent was online."""
+    """Make the run's sandbox, agent and room; seconds until the agent was online.
+    `image`: the docker runtime's image (None: its default)."""
     run_id = rec.state.run_id
     sandbox, name = sandbox_name(run_id), agent_name(run_id)
     rec.update(st.with_fields, sandbox_name=sandbox, agent_name=name, runtime=runtime)
@@ -337,6 +339,7 @@ def provision(
             ws_url=target.ws_url,
             agent_name=name,
             kit=str(KIT_SPEC_DIR) if runtime == "sbx" else None,
+            image=image if runtime == "docker" else None,
             env=dict(agent_env or {}),
         )
         result = commands.run(

@@ -1,6 +1,8 @@
 """The automated smoke (`run_all`) and the operator's manual steps, as library calls.
 
-`run_all` on the local runtime and the smoke's own local platform, all on 127.0.0.1:
+`run_all` on the smoke's own local platform (127.0.0.1) and the local or the docker
+runtime (`runtime_choice`: auto is docker when a daemon answers and the kit image is
+built, else local; the drills are `smoke.local_drills` / `smoke.docker_drills`):
 
     provision → initial probe → network cut → sleep/wake → daemon restart →
     platform restart → cleanup → evidence report
@@ -9,9 +11,10 @@ The phases advance as the operator's would (`started` → `awaiting-wifi-recover
 `awaiting-sleep-wake` → `daemon-restart` → `completed`); a drill that is not selected is
 skipped (its requirement stays NOT RUN, so the verdict is INCOMPLETE). The first failure
 moves the run to `failed` and stops the drilling; cleanup and the report always run.
-Nothing is left behind: the run's agents, rooms, sandbox, stored key, manifest, box
-processes and workspace copy are reaped, the platform is stopped and its key and state
-files removed (its log stays), and a `leftovers` observation says what was checked.
+Nothing is left behind: the run's agents, rooms, sandbox (box processes, or the
+container, its network and its host-side proxies), stored key, manifest and workspace
+copy are reaped, the platform is stopped and its key and state files removed (its log
+stays), and a `leftovers` observation says what was checked.
 
 The manual path (`step_*`) works on the same state and report: the operator runs each
 probe by label, moves the phase, records observations, renders the report.
@@ -24,10 +27,12 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from bandkit.dockercli import docker_answers, image_exists
 from bandkit.errors import BandkitError
-from bandkit.runtimes import boxnet, hostbox, processes
 from bandkit.runtimes.base import SandboxError
+from bandkit.runtimes.docker import DEFAULT_IMAGE
 from bandkit.runtimes.select import resolve_name
+from smoke import docker_drills, local_drills
 from smoke import drills as dr
 from smoke import probe as pr
 from smoke import report as rp
@@ -56,11 +61,14 @@ class Options:
     runtime: str = "local"
     agent_env: dict[str, str] = field(default_factory=dict)  # knobs for the smoke agent
     freeze_s: float | None = None  # None: the SDK's watchdog threshold + margin
-    network_outage_s: float = dr.NETWORK_OUTAGE_S
+    network_outage_s: float | None = None  # None: local 8 s, docker past the SDK watchdog
     platform_down_s: float = dr.PLATFORM_DOWN_S
     daemon_down_s: float = dr.DAEMON_DOWN_S
     reconnect_timeout_s: float = dr.RECONNECT_TIMEOUT_S
     relaunch: bool = True
+    image: str | None = None  # docker: the kit image (None: the runtime's default)
+    heal_after_s: float | None = None  # docker: restart an agent offline this long after
+    # the network returned (the kit's health check; None: measure the SDK's own recovery)
 
 
 @dataclass
@@ -84,18 +92,37 @@ def sdk_version() -> str:
         return ""
 
 
-def runtime_choice(choice: str) -> str:
-    """The runtime the automated drills use: `auto` and `local` are the local runtime."""
-    if choice in ("auto", "local"):
+def runtime_choice(choice: str, image: str | None = None, log: Log = stderr_log) -> str:
+    """The runtime the automated drills use: `local` or `docker`. `auto` is docker when a
+    daemon answers and the kit image is built, else local (sbx is for the manual run)."""
+    image = image or DEFAULT_IMAGE
+    if choice == "local":
         return "local"
+    if choice == "auto":
+        if not docker_answers():
+            log("smoke: no Docker daemon answers; using the local runtime")
+            return "local"
+        if not image_exists(image):
+            log(f"smoke: image {image} is not built (`uv run invoke build`); using local")
+            return "local"
+        return "docker"
     try:
         name = resolve_name(choice)
     except SandboxError as exc:
         raise SmokeError(str(exc)) from None
-    raise SmokeError(
-        f"the automated drills run on the local runtime for now, not {name}; run the "
-        "manual smoke on sbx (see smoke/README.md) or pass --runtime local"
-    )
+    if name.value != "docker":
+        raise SmokeError(
+            f"the automated drills run on the local or docker runtime, not {name}; run the "
+            "manual smoke on sbx (see smoke/README.md) or pass --runtime docker or local"
+        )
+    if not docker_answers():
+        raise SmokeError(
+            "no Docker daemon answers: start one (`uv run invoke ci.prepare --lane "
+            "docker_tests`) or pass --runtime local"
+        )
+    if not image_exists(image):
+        raise SmokeError(f"image {image} is missing: run `uv run invoke build` (or pass --image)")
+    return "docker"
 
 
 def fresh_run(layout: Layout, log: Log) -> Recorder:
@@ -128,7 +155,7 @@ def run_all(run_dir: Path, options: Options | None = None, *, log: Log = stderr_
     options = options or Options()
     started = time.monotonic()
     layout = Layout(Path(run_dir).absolute())
-    runtime = runtime_choice(options.runtime)
+    runtime = runtime_choice(options.runtime, options.image, log)
     layout.run_dir.mkdir(parents=True, exist_ok=True)
     check_reachable(layout.run_dir)
     rec = fresh_run(layout, log)
@@ -165,21 +192,31 @@ def _drive(
     options: Options,
     results: list[dr.DrillResult],
 ) -> None:
-    pr.provision(rec, layout, target, runtime=runtime, agent_env=options.agent_env)
+    pr.provision(
+        rec, layout, target, runtime=runtime, agent_env=options.agent_env, image=options.image
+    )
     pr.probe(rec, target, Label.INITIAL)
+    docker = runtime == "docker"
+    outage = options.network_outage_s
+    if outage is None:
+        outage = docker_drills.default_network_outage_s() if docker else dr.NETWORK_OUTAGE_S
+    box_type = docker_drills.DockerBox if docker else local_drills.LocalBox
+    runners = docker_drills.RUNNERS if docker else local_drills.RUNNERS
     ctx = dr.DrillContext(
         rec=rec,
         layout=layout,
         target=target,
-        box=dr.Box(pr.runtime_for(layout, runtime), rec.state.sandbox_name),
+        box=box_type(pr.runtime_for(layout, runtime), rec.state.sandbox_name),
         runtime=runtime,
         agent_env=options.agent_env,
         reconnect_timeout_s=options.reconnect_timeout_s,
-        network_outage_s=options.network_outage_s,
+        network_outage_s=outage,
         freeze_s=options.freeze_s if options.freeze_s is not None else dr.default_freeze_s(),
         daemon_down_s=options.daemon_down_s,
         platform_down_s=options.platform_down_s,
         relaunch=options.relaunch,
+        image=options.image,
+        heal_after_s=options.heal_after_s,
         log=rec.log,
     )
     for drill in dr.Drill:
@@ -188,7 +225,7 @@ def _drive(
             continue
         rec.log(f"smoke: drill {drill}")
         try:
-            result = dr.RUNNERS[drill](ctx)
+            result = runners[drill](ctx)
         except dr.DrillError as exc:  # the drill itself could not be carried out
             pr.fail(rec, dr.LABELS[drill], "", f"the {drill} drill could not run: {exc}")
             _fail_run(rec, f"the {drill} drill could not run: {exc}")
@@ -217,8 +254,9 @@ def _finish(rec: Recorder, layout: Layout, target: Target, runtime: str) -> list
 
 
 CHECKED = (
-    "no agent or room on the platform, no box or proxy process, no stored key, no "
-    "provisioning manifest, no workspace copy; platform stopped, its key and state removed"
+    "no agent or room on the platform, no box or proxy process, no container or network, "
+    "no stored key, no provisioning manifest, no workspace copy; platform stopped, its key "
+    "and state removed"
 )
 
 
@@ -234,15 +272,9 @@ def leftovers(layout: Layout, target: Target, state: SmokeState, runtime: str) -
             found.append(f"platform health not readable: {exc}")
     found += [f"unreaped {u.kind} {u.id}" for u in state.unreaped]
     found += [f"live {k} {v}" for k, v in (("agent", state.agent_id), ("room", state.room_id)) if v]
-    if runtime == "local" and state.sandbox_name:
-        box = layout.kit_dir / "runtimes" / "local" / "boxes" / state.sandbox_name
-        for tag in (hostbox.box_tag(box), boxnet.proxy_tag(box)):
-            pids = processes.tagged_pids(tag)
-            if pids:
-                found.append(f"processes {pids} ({tag.split(':', 1)[0]})")
-        keychain = layout.kit_dir / "runtimes" / "local" / "keychain" / f"{state.sandbox_name}.json"
-        if keychain.exists():
-            found.append(f"stored key {keychain}")
+    if state.sandbox_name:
+        module = docker_drills if runtime == "docker" else local_drills
+        found += module.leftovers(layout, state.sandbox_name)
     manifests = layout.kit_dir / "provision"
     if manifests.is_dir():
         found += [f"manifest {p}" for p in manifests.rglob("manifest.json")]

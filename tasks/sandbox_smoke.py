@@ -1,7 +1,7 @@
 """`smoke.*`: the sandbox smoke (smoke/): automated drills, or the operator's manual steps.
 
-`smoke.run` drills every interruption automatically on the local runtime and the smoke's
-own local platform; the other tasks are the manual path (staging on real sbx, see
+`smoke.run` drills every interruption automatically on the local or docker runtime and
+the smoke's own local platform; the other tasks are the manual path (staging on real sbx, see
 smoke/README.md) and share the same state (`<run dir>/smoke/state.json`) and report
 (`evidence.md`). Nothing printed here holds a key.
 """
@@ -19,7 +19,11 @@ from tasks._common import RUN_DIR_HELP, need, reports, resolve_run_dir
 @task(
     help={
         "drills": "all, or a comma list of network, sleep, daemon, platform (default all)",
-        "runtime": "auto or local (the drills run on the local runtime; docker: not yet)",
+        "runtime": "auto, local or docker (auto: docker when a daemon answers and the kit "
+        "image is built, else local)",
+        "image": "docker: the kit image (default band-python-kit:local)",
+        "heal_after": "docker: restart the container of an agent still offline N seconds "
+        "after the network returns (the kit's health check; default off)",
         "freeze": "seconds the sleep drill freezes the sandbox (default: the SDK's "
         "heartbeat watchdog threshold + 5)",
         "run_dir": RUN_DIR_HELP,
@@ -27,7 +31,13 @@ from tasks._common import RUN_DIR_HELP, need, reports, resolve_run_dir
 )
 @reports("smoke.run")
 def run(
-    c: Context, drills: str = "all", runtime: str = "auto", freeze: str = "", run_dir: str = ""
+    c: Context,
+    drills: str = "all",
+    runtime: str = "auto",
+    freeze: str = "",
+    image: str = "",
+    heal_after: str = "",
+    run_dir: str = "",
 ) -> None:
     """Provision, probe, drill every interruption, clean up, report: exit 0 on PASS only."""
     from smoke import drills as dr
@@ -39,7 +49,17 @@ def run(
         raise BandkitError(f"--freeze takes seconds, e.g. --freeze 65 (got {freeze!r})") from None
     if freeze_s is not None and freeze_s <= 0:
         raise BandkitError("--freeze must be more than 0 seconds")
-    options = smoke_run.Options(drills=dr.parse(drills), runtime=runtime, freeze_s=freeze_s)
+    try:
+        heal_s = float(heal_after) if heal_after else None
+    except ValueError:
+        raise BandkitError(f"--heal-after takes seconds, e.g. 3 (got {heal_after!r})") from None
+    options = smoke_run.Options(
+        drills=dr.parse(drills),
+        runtime=runtime,
+        freeze_s=freeze_s,
+        image=image or None,
+        heal_after_s=heal_s,
+    )
     outcome = smoke_run.run_all(resolve_run_dir(c, run_dir), options)
     for result in outcome.results:
         print(

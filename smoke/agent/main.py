@@ -10,6 +10,10 @@ The kit launcher execs this file with the project's locked venv and sets BAND_AG
 BAND_API_KEY (the `proxy-managed` placeholder: the credential proxy swaps the real key
 in on the wire), BAND_REST_URL and BAND_WS_URL.
 
+The agent logs each reconnect delay the SDK computes (`SDK reconnect delay <s>s (attempt
+<n>)`: its backoff, observed, not changed), so the smoke's drills can report the backoff
+they measured (the SDK's own DEBUG record of it drops the values).
+
 `SMOKE_AGENT_NO_RECONNECT=1` breaks recovery on purpose, for the smoke's own tests: the
 SDK's reconnect policy is replaced by one that treats the first disconnect as terminal
 (every disconnect counts as "rapid" and one suppresses reconnecting), so the agent
@@ -35,6 +39,7 @@ REQUIRED_ENV = ("BAND_AGENT_ID", "BAND_API_KEY", "BAND_REST_URL", "BAND_WS_URL")
 NO_RECONNECT_ENV = "SMOKE_AGENT_NO_RECONNECT"
 MARKER_RE = re.compile(r"\bmarker:([0-9a-f]{12})\b")
 ACK_PREFIX = "sandbox-ack:"
+BACKOFF_LOG = "SDK reconnect delay"
 
 logger = logging.getLogger("smoke-agent")
 
@@ -51,6 +56,23 @@ def read_settings() -> dict[str, str]:
         logger.error("missing environment: %s (the kit launcher sets these)", ", ".join(missing))
         raise SystemExit(2)
     return {name: os.environ[name] for name in REQUIRED_ENV}
+
+
+def log_backoff() -> None:
+    """Log every reconnect delay the SDK's connection client computes (see the module
+    docstring); the delay itself is returned unchanged."""
+    from phoenix_channels_python_client.client import (  # type: ignore[import-untyped]
+        PHXChannelsClient,
+    )
+
+    compute = PHXChannelsClient._compute_reconnect_delay
+
+    def logged(self: Any, attempt: int) -> float:
+        delay = float(compute(self, attempt))
+        logger.info("%s %.2fs (attempt %d)", BACKOFF_LOG, delay, attempt)
+        return delay
+
+    PHXChannelsClient._compute_reconnect_delay = logged
 
 
 def break_reconnect() -> None:
@@ -128,6 +150,7 @@ async def serve(agent: Agent) -> None:
 def main() -> int:
     level = os.environ.get("BAND_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
+    log_backoff()
     settings = read_settings()
     logger.info("smoke agent starting: agent %s (pid %d)", settings["BAND_AGENT_ID"], os.getpid())
     if os.environ.get(NO_RECONNECT_ENV) == "1":

@@ -50,7 +50,7 @@ def _processes_of(run_dir: Path) -> list[int]:
     return found
 
 
-def _assert_nothing_left(run_dir: Path, state: SmokeState) -> None:
+def assert_nothing_left(run_dir: Path, state: SmokeState) -> None:
     assert state.unreaped == []
     assert (state.agent_id, state.room_id) == ("", "")
     assert not list((run_dir / "smoke-kit").rglob("manifest.json"))
@@ -63,11 +63,15 @@ def _assert_nothing_left(run_dir: Path, state: SmokeState) -> None:
 
 
 def test_full_smoke_passes_every_drill_and_leaves_nothing(run_dir: Path, agent_sdk: None) -> None:
-    """`invoke smoke.run --drills all` as an operator runs it, with a canary user key."""
+    """`invoke smoke.run --drills all --runtime local` as an operator runs it (auto would
+    pick docker where a daemon answers: tests/docker covers that), with a canary user key."""
     plant_user_key(run_dir)
     env = {k: v for k, v in os.environ.items() if not k.startswith("BAND_")}
     done = subprocess.run(
-        [sys.executable, "-m", "invoke", "smoke.run", "--drills", "all", "--run-dir", str(run_dir)],
+        [
+            *(sys.executable, "-m", "invoke", "smoke.run", "--drills", "all"),
+            *("--runtime", "local", "--run-dir", str(run_dir)),
+        ],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -101,7 +105,7 @@ def test_full_smoke_passes_every_drill_and_leaves_nothing(run_dir: Path, agent_s
     assert "## Result\n\nPASS — phase: completed" in evidence
     for row in ROWS:
         assert f"| {row} | PASS |" in evidence
-    _assert_nothing_left(run_dir, state)
+    assert_nothing_left(run_dir, state)
     # The canary user key is nowhere: output, state, report, logs (the platform's too).
     assert CANARY_USER_KEY not in output
     assert CANARY_USER_KEY not in all_text(run_dir)
@@ -137,7 +141,7 @@ def test_broken_reconnect_fails_the_network_drill_with_a_useful_observation(
     evidence = (run_dir / "smoke" / "evidence.md").read_text()
     assert "| Network cut | FAIL |" in evidence
     assert "## Result\n\nFAIL" in evidence
-    _assert_nothing_left(run_dir, state)
+    assert_nothing_left(run_dir, state)
     assert CANARY_USER_KEY not in "\n".join(lines)
     assert CANARY_USER_KEY not in all_text(run_dir)
     json.loads((run_dir / "smoke" / "state.json").read_text())  # still a valid state

@@ -110,11 +110,28 @@ def test_default_freeze_outlasts_the_sdks_heartbeat_watchdog() -> None:
     assert dr.default_freeze_s() > policy.dead_threshold_s
 
 
-def test_runtime_choice_keeps_the_drills_on_the_local_runtime() -> None:
-    assert smoke_run.runtime_choice("auto") == "local"
-    assert smoke_run.runtime_choice("local") == "local"
-    with pytest.raises(smoke_run.SmokeError, match="local runtime"):
+def test_runtime_choice_auto_is_docker_only_with_a_daemon_and_the_kit_image(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    daemon, image = [False], [False]
+    monkeypatch.setattr(smoke_run, "docker_answers", lambda: daemon[0])
+    monkeypatch.setattr(smoke_run, "image_exists", lambda _ref: image[0])
+    said: list[str] = []
+    assert smoke_run.runtime_choice("auto", log=said.append) == "local"
+    assert "no Docker daemon answers" in said[-1]
+    with pytest.raises(smoke_run.SmokeError, match="no Docker daemon answers"):
         smoke_run.runtime_choice("docker")
+    daemon[0] = True
+    assert smoke_run.runtime_choice("auto", "kit:test", log=said.append) == "local"
+    assert "image kit:test is not built" in said[-1]
+    with pytest.raises(smoke_run.SmokeError, match="image kit:test is missing"):
+        smoke_run.runtime_choice("docker", "kit:test")
+    image[0] = True
+    assert smoke_run.runtime_choice("auto") == "docker"
+    assert smoke_run.runtime_choice("docker") == "docker"
+    assert smoke_run.runtime_choice("local") == "local"
+    with pytest.raises(smoke_run.SmokeError, match="manual smoke on sbx"):
+        smoke_run.runtime_choice("sbx")
     with pytest.raises(smoke_run.SmokeError, match="unknown runtime"):
         smoke_run.runtime_choice("podman")
 
