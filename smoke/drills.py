@@ -422,6 +422,20 @@ def reprovision(ctx: DrillContext, t: Timings, notes: list[str], restored: float
     return DrillResult(Drill.DAEMON, ok, t, notes)
 
 
+def after_daemon(
+    ctx: DrillContext, token: str, restored: float, t: Timings, notes: list[str], *, back: bool
+) -> DrillResult:
+    """The end of every daemon drill: wait for the agent when it should be `back` (it
+    survived or was relaunched), else re-provision when relaunching is on; then the probe."""
+    came_back = back and ctx.wait_online(True, RELAUNCH_TIMEOUT_S, alive=ctx.box_alive) is not None
+    if not came_back and ctx.relaunch:
+        return reprovision(ctx, t, notes, restored)
+    ok = recover(ctx, Drill.DAEMON, token, restored, t, notes)
+    if ok:
+        observe(ctx, Drill.DAEMON, t, "; ".join(notes))
+    return DrillResult(Drill.DAEMON, ok, t, notes)
+
+
 def platform_restart(ctx: DrillContext) -> DrillResult:
     t = Timings()
     notes: list[str] = []

@@ -102,15 +102,7 @@ def daemon_restart(ctx: dr.DrillContext) -> dr.DrillResult:
         notes.append("not relaunched (recovery broken on purpose)")
     restored = time.monotonic()
     t.outage_s = restored - cut
-    came_back = ctx.relaunch and (
-        ctx.wait_online(True, dr.RELAUNCH_TIMEOUT_S, alive=ctx.box_alive) is not None
-    )
-    if not came_back and ctx.relaunch:
-        return dr.reprovision(ctx, t, notes, restored)
-    ok = dr.recover(ctx, dr.Drill.DAEMON, token, restored, t, notes)
-    if ok:
-        dr.observe(ctx, dr.Drill.DAEMON, t, "; ".join(notes))
-    return dr.DrillResult(dr.Drill.DAEMON, ok, t, notes)
+    return dr.after_daemon(ctx, token, restored, t, notes, back=ctx.relaunch)
 
 
 RUNNERS: dict[dr.Drill, dr.Runner] = {

@@ -19,7 +19,8 @@ F = TypeVar("F", bound=Callable[..., None])
 
 
 def reports(name: str) -> Callable[[F], F]:
-    """The one place an expected failure becomes `<name>: <message>` and exit 1."""
+    """The one place an expected failure becomes `<name>: <message>` and its exit code:
+    1, or 2 when the error says so (`exit_code = 2`: fail closed, as the release's)."""
 
     def wrap(body: F) -> F:
         @functools.wraps(body)
@@ -27,7 +28,8 @@ def reports(name: str) -> Callable[[F], F]:
             try:
                 body(*args, **kwargs)
             except BandkitError as exc:
-                raise Exit(f"{name}: {exc}", code=1) from None
+                code = getattr(exc, "exit_code", 1)
+                raise Exit(f"{name}: {exc}", code=code if code in (1, 2) else 1) from None
 
         return run  # type: ignore[return-value]
 

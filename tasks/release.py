@@ -7,10 +7,8 @@ already exists (immutable references are never overwritten).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from invoke.context import Context
 from invoke.exceptions import Exit
@@ -18,26 +16,9 @@ from invoke.tasks import task
 
 from bandkit.errors import BandkitError
 from bandkit.release.settings import DEFAULTS
+from tasks._common import reports
 
-F = TypeVar("F", bound=Callable[..., None])
 CONFIG = {"release": dict(DEFAULTS)}  # the collection's defaults (tasks/__init__.py)
-
-
-def _exits(name: str) -> Callable[[F], F]:
-    """`<name>: <message>` and the release's exit code (2 fail closed, else 1)."""
-
-    def wrap(body: F) -> F:
-        @functools.wraps(body)
-        def run(*args: Any, **kwargs: Any) -> None:
-            try:
-                body(*args, **kwargs)
-            except BandkitError as exc:
-                code = getattr(exc, "exit_code", 1)
-                raise Exit(f"{name}: {exc}", code=code if code in (1, 2) else 1) from None
-
-        return run  # type: ignore[return-value]
-
-    return wrap
 
 
 def _settings(c: Context) -> Any:
@@ -59,7 +40,7 @@ PUBLISH_HELP = {
 
 
 @task(help=PUBLISH_HELP)
-@_exits("release.publish")
+@reports("release.publish")
 def publish(
     c: Context,
     version: str = "",
@@ -94,7 +75,7 @@ def publish(
         "no_floating": PUBLISH_HELP["no_floating"],
     }
 )
-@_exits("release.rebuild")
+@reports("release.rebuild")
 def rebuild(
     c: Context, version: str = "", dry_run: bool = False, no_floating: bool = False
 ) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bandkit.runtimes import processes
+from tests import commands
 from tests.fakes.simharness import Sim, simulator, watchers
 from tests.runtimes.helpers import wait_for
 from tests.test_readme import UUID, clean_env, clone, platform_listing, readme_block
@@ -28,16 +29,7 @@ IDLE_S = 3.0
 def run(line: str, cwd: Path, sim: Sim) -> subprocess.CompletedProcess[str]:
     env = clean_env()
     env |= {k: v for k, v in sim.env.items() if k == "PATH" or k.startswith("SBX_SIM_")}
-    proc = subprocess.run(
-        ["bash", "-c", line],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    proc = commands.run(["bash", "-c", line], cwd=cwd, env=env)
     assert proc.returncode == 0, f"`{line}` failed:\n{proc.stdout}\n{proc.stderr}"
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bandkit.emulator import service
+from tests import commands
 from tests.runtimes.helpers import REPO
 
 CANARY = "canary-user-key-kill-5d0c3a91"  # planted as the local platform's user key
@@ -89,13 +90,5 @@ def up_until(
 
 
 def down(run_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["uv", "run", "invoke", "demo.down", "--run-dir", str(run_dir)],
-        cwd=REPO,
-        env=demo_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    argv = ["uv", "run", "invoke", "demo.down", "--run-dir", str(run_dir)]
+    return commands.run(argv, env=demo_env(), timeout=300)

@@ -32,6 +32,7 @@ from bandkit.demo.layout import DemoLayout
 from bandkit.demo.phases import PHASES
 from bandkit.emulator import service
 from examples.docker_demo.cast import DEMO_NAMES
+from tests import commands
 from tests.runtimes.helpers import REPO, agent_sdk_env, scratch_dir
 
 pytestmark = pytest.mark.slow
@@ -81,16 +82,7 @@ def demo_env(**extra: str) -> dict[str, str]:
 
 
 def invoke(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    return commands.invoke(*args, env=env)
 
 
 def up(

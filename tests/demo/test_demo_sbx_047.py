@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +18,9 @@ from bandkit.demo import teardown
 from bandkit.demo.layout import DemoLayout
 from bandkit.emulator import service
 from bandkit.runtimes import processes
+from tests import commands
 from tests.fakes.simharness import Sim, simulator, watchers
-from tests.runtimes.helpers import REPO, agent_sdk_env, scratch_dir, wait_for
+from tests.runtimes.helpers import agent_sdk_env, scratch_dir, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -69,18 +69,12 @@ def supervisors() -> list[int]:
 def test_happy_on_simulated_047(run_dir: Path, sim: Sim) -> None:
     env = {k: v for k, v in sim.env.items() if not k.startswith(("BAND_", "DEMO_"))}
     env |= {"PYTHONUNBUFFERED": "1", "DEMO_GRACE_S": "0.5"}
-    done = subprocess.run(
+    done = commands.run(
         [
             *(sys.executable, "-m", "invoke", "demo.up", "--runtime", "sbx", "--headless"),
             *("--scenario", "happy", "--run-dir", str(run_dir)),
         ],
-        cwd=REPO,
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        stdin=subprocess.DEVNULL,
     )
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-4000:]

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,7 +30,8 @@ from smoke import drills as dr
 from smoke import run as smoke_run
 from smoke.report import Verdict
 from smoke.state import Label, Phase, SmokeState, StateStore
-from tests.runtimes.helpers import REPO, scratch_dir
+from tests import commands
+from tests.runtimes.helpers import scratch_dir
 from tests.smoke.conftest import CANARY_USER_KEY, all_text, plant_user_key
 from tests.smoke.test_automated import ROWS, assert_nothing_left
 
@@ -95,18 +95,8 @@ def test_full_smoke_on_docker_passes_every_drill_and_leaves_nothing(
     plant_user_key(run_dir)
     log_mark = _log_size()
     env = {k: v for k, v in os.environ.items() if not k.startswith("BAND_")}
-    argv = [sys.executable, "-m", "invoke", "smoke.run", "--drills", "all"]
-    argv += ["--image", kit_image, "--run-dir", str(run_dir)]
-    done = subprocess.run(
-        argv,
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=540,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    argv = ["smoke.run", "--drills", "all", "--image", kit_image, "--run-dir", str(run_dir)]
+    done = commands.invoke(*argv, env=env, timeout=540)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     assert "smoke.run: PASS" in done.stdout

@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests import commands
 from tests.fakes.simharness import simulator
-from tests.runtimes.helpers import REPO, Platform, echo_workspace, emulator, make_kit
+from tests.runtimes.helpers import Platform, echo_workspace, emulator, make_kit
 
 USER_KEY = "canary-user-key-0c9d2e7f41aa"
 
@@ -27,16 +27,7 @@ def canary_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platfo
 
 
 def invoke(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    return commands.invoke(*args, env=env)
 
 
 def files_text(root: Path) -> str:

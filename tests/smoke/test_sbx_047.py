@@ -7,16 +7,15 @@ says PASS, and the cleanup probe leaves no sandbox, session or supervisor behind
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bandkit.runtimes import processes
+from tests import commands
 from tests.fakes.simharness import Sim, simulator, watchers
-from tests.runtimes.helpers import REPO, Platform, emulator, wait_for
+from tests.runtimes.helpers import Platform, emulator, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -60,16 +59,7 @@ def test_the_sbx_walkthrough_on_simulated_047(
     }
 
     def step(*args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "invoke", *args, "--run-dir", str(run_dir)],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
+        done = commands.invoke(*args, "--run-dir", str(run_dir), env=env, timeout=300)
         out = done.stdout + done.stderr
         assert done.returncode == 0, f"{args}: {out[-3000:]}"
         assert staging.user_key not in out
