@@ -79,7 +79,7 @@ def publish(
 def rebuild(
     c: Context, version: str = "", dry_run: bool = False, no_floating: bool = False
 ) -> None:
-    """Publish the next X.Y.Z-rN (CVE rebuild on the Dockerfile's current base pins).
+    """Publish the next X.Y.Z-rN (CVE rebuild) on the bases' current digests, if any moved.
 
     N is the minimum over both registries of their highest revision, plus one, so a
     rebuild that reached only one registry is healed rather than skipped.

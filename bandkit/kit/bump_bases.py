@@ -4,7 +4,8 @@ The kit image's bases are pinned on single lines, `ARG NAME=<repo>:<tag>@sha256:
 (`PYTHON_BASE_IMAGE`, `UV_IMAGE`). For each pin, ask the registry what `<repo>:<tag>`
 resolves to now (the multi-platform index digest, anonymously, through the `oras` SDK)
 and rewrite that one line; every other byte of the Dockerfile stays. The weekly rebuild
-opens a pull request with the result, and `release.rebuild` builds on the pins committed.
+opens a pull request with the result; `release.rebuild` builds on the same current digests
+(passed as build arguments) before the pull request lands.
 
 Online only: a registry that cannot be reached is an error that says so (exit 1), and
 nothing is rewritten unless every pin resolved.

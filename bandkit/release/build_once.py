@@ -51,7 +51,15 @@ def attest_flags(settings: Settings) -> tuple[str, ...]:
     return (*flags, "--sbom=true") if settings.sbom else tuple(flags)
 
 
-def build(settings: Settings, progress: Progress, *, no_cache: bool = False) -> Source:
+def build(
+    settings: Settings,
+    progress: Progress,
+    *,
+    no_cache: bool = False,
+    build_args: tuple[tuple[str, str], ...] = (),
+) -> Source:
+    """One multi-platform build; `build_args` override Dockerfile ARGs (a rebuild's new
+    base pins)."""
     base: image_build.Base = "local" if settings.base == "local" else "official"
     multi: image_build.Multi = next((m for m in image_build.MULTIS if m == settings.multi), "auto")
     request = image_build.BuildRequest(
@@ -61,6 +69,7 @@ def build(settings: Settings, progress: Progress, *, no_cache: bool = False) -> 
         multi=multi,
         attest=attest_flags(settings),
         no_cache=no_cache,
+        build_args=build_args,
     )
     try:
         built = image_build.build(request, progress)

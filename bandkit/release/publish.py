@@ -10,7 +10,9 @@ the steps and the summary table is printed either way; a publish that finished w
 `dist/release.json` and the workflow outputs (`record`).
 
 `rebuild` computes the next `X.Y.Z-rN` from both registries' tags (`versions.next_rebuild`:
-the minimum of the per-registry maxima, plus one) and publishes it like `publish`.
+the minimum of the per-registry maxima, plus one), resolves the bases' current digests
+(online, `kit.bump_bases`) and publishes it like `publish`, built on those digests; when no
+base moved it does nothing (no `-rN`, no record), and a `-rN` one registry lacks is healed.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from bandkit.image.facts import REPO_ROOT
+from bandkit.kit import bump_bases
+from bandkit.kit.bump_bases import Resolve
 from bandkit.release import build_once, gather, lock_gate, record, versions
 from bandkit.release import plan as planner
 from bandkit.release.execute import Builder, Pusher, ReleaseStopped, Run, execute
@@ -79,6 +83,7 @@ def publish(
     registries: Registries | None = None,
     now: datetime | None = None,
     no_cache: bool = False,
+    base_pins: tuple[tuple[str, str], ...] = (),
     builder: Builder | None = None,
     pusher: Pusher | None = None,
 ) -> Outcome:
@@ -105,7 +110,8 @@ def publish(
         decided,
         settings,
         registries,
-        builder=builder or (lambda: build_once.build(settings, progress, no_cache=no_cache)),
+        builder=builder
+        or (lambda: build_once.build(settings, progress, no_cache=no_cache, build_args=base_pins)),
         source_annotation=settings.source or state.remote or f"file://{REPO_ROOT}",
         revision=actual.commit if actual.clean else f"{actual.commit}-dirty",
         progress=progress,
@@ -135,21 +141,45 @@ def newest_release(tags: dict[str, list[str]]) -> Version:
     return max(found)
 
 
+def _moved_bases(resolve: Resolve, progress: Progress) -> tuple[tuple[str, str], ...] | None:
+    """The bases' current pins when any moved since the Dockerfile's, else None."""
+    changes = bump_bases.bump(resolve=resolve, write=False)
+    for change in changes:
+        state = "moved" if change.changed else "unchanged"
+        progress(f"rebuild: base {change.name} {state}: {change.new}")
+    if not any(change.changed for change in changes):
+        return None
+    return tuple((change.name, change.new) for change in changes)
+
+
 def rebuild(
     settings: Settings,
     version_text: str = "",
     *,
     progress: Progress = print,
     registries: Registries | None = None,
+    resolve: Resolve | None = None,
     **options: object,
-) -> Outcome:
-    """Publish the next `-rN` of `version_text` (default: the newest release published)."""
+) -> Outcome | None:
+    """Publish the next `-rN` of `version_text` (default: the newest release published),
+    built on the bases' current digests; None (nothing done) when they have not moved.
+
+    A `-rN` some registry already has is healed by copy first, whatever the bases. With
+    `base: local` (the offline rehearsal) there are no pins to compare: it rebuilds.
+    """
     registries = registries or Registries()
     tags = gather.all_tags(settings, registries)
     base = _version(version_text).base if version_text else newest_release(tags)
     target = versions.next_rebuild(base, tags)
     maxima = ", ".join(f"{name}: {len(listing)} tag(s)" for name, listing in tags.items())
     progress(f"rebuild: {base} -> {target} (minimum of the per-registry maxima + 1; {maxima})")
+    healing = any(str(target) in listing for listing in tags.values())
+    if not healing and settings.base == "official":
+        pins = _moved_bases(resolve or bump_bases.resolve_online, progress)
+        if pins is None:
+            progress("rebuild: no base moved since the Dockerfile's pins: nothing to rebuild")
+            return None
+        options["base_pins"] = pins
     return publish(settings, str(target), progress=progress, registries=registries, **options)  # type: ignore[arg-type]
 
 

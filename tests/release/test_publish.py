@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bandkit.image.facts import SPEC
+from bandkit.image.facts import DOCKERFILE, SPEC
+from bandkit.kit import bump_bases
 from bandkit.kit.spec import stamp
 from bandkit.release import publish as release
 from bandkit.release.execute import ReleaseStopped
@@ -187,6 +188,17 @@ def test_a_rehearsal_may_build_a_dirty_tree_and_never_moves_floating_tags() -> N
     assert kit["annotations"]["org.opencontainers.image.revision"] == "c0ffee-dirty"
 
 
+def pinned(ref: str, tag: str) -> str:
+    """What the Dockerfile pins for `ref:tag` (a registry whose bases never moved)."""
+    text = DOCKERFILE.read_text()
+    found = [m for m in bump_bases.pins(text, DOCKERFILE).values() if m["ref"] == ref]
+    return found[0]["digest"]
+
+
+def moved(ref: str, tag: str) -> str:
+    return "sha256:" + "9" * 64
+
+
 def test_rebuild_targets_the_lagging_registry_revision_and_heals_it() -> None:
     reg = FakeRegistries()
     for target in (HUB, GHCR):
@@ -203,7 +215,26 @@ def test_rebuild_targets_the_lagging_registry_revision_and_heals_it() -> None:
     assert resolved(reg, GHCR.image_repo, "1.2.0-r1") == r1
     release.rebuild(
         S, registries=reg, progress=lines.append, git=TAGGED, now=NOW,
-        builder=fake.build, pusher=fake.push,
+        builder=fake.build, pusher=fake.push, resolve=moved,
     )  # fmt: skip
     assert fake.builds == 1
     assert "1.2.0-r2" in reg.store[GHCR.image_repo]
+    assert any(line.startswith("rebuild: base PYTHON_BASE_IMAGE moved") for line in lines)
+
+
+def test_rebuild_with_no_base_moved_publishes_nothing(record_in_tmp: Path) -> None:
+    reg = FakeRegistries()
+    for target in (HUB, GHCR):
+        reg.put(target.image, "1.2.0", index("release"))
+    before = list(reg.writes)
+    lines: list[str] = []
+    fake = FakeBuild(reg)
+    outcome = release.rebuild(
+        S, registries=reg, progress=lines.append, git=TAGGED, now=NOW,
+        builder=fake.build, pusher=fake.push, resolve=pinned,
+    )  # fmt: skip
+    assert outcome is None
+    assert fake.builds == 0
+    assert reg.writes == before
+    assert not record_in_tmp.exists()  # the workflow attests nothing
+    assert lines[-1] == "rebuild: no base moved since the Dockerfile's pins: nothing to rebuild"
