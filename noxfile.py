@@ -58,7 +58,8 @@ def _pytest(
 ) -> None:
     _sync(session, *groups)
     session.run("uv", "--version", external=True)
-    session.run("pytest", "-m", marks, *pytest_args, *session.posargs)
+    # The slowest tests are listed at the end, so CI shows where its minutes go.
+    session.run("pytest", "-m", marks, "--durations=30", *pytest_args, *session.posargs)
 
 
 def _git_files(session: nox.Session, pattern: str) -> list[str]:
