@@ -33,7 +33,8 @@ class EchoUpstream:
     byte received on every connection, `requests` every parsed request, in order.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
         self.raw = bytearray()
         self.requests: list[tuple[bytes, bytes, list[tuple[bytes, bytes]], bytes]] = []
         self.connections = 0
@@ -56,7 +57,7 @@ class EchoUpstream:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def reset(self) -> None:
         with self._lock:
@@ -73,7 +74,7 @@ class EchoUpstream:
         asyncio.set_event_loop(self._loop)
 
         async def start() -> None:
-            server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+            server = await asyncio.start_server(self._handle, self.host, 0)
             self.port = server.sockets[0].getsockname()[1]
             self._ready.set()
 

@@ -382,13 +382,21 @@ def policy_log_task(box: Sandbox, *extra: str) -> str:
     return result.stdout
 
 
+@pytest.fixture
+def elsewhere() -> Iterator[EchoUpstream]:
+    """An upstream on 127.0.0.2: a host the container reaches only through its egress proxy
+    (its NO_PROXY keeps its own loopback, 127.0.0.1, local)."""
+    with EchoUpstream(host="127.0.0.2") as server:
+        yield server
+
+
 @pytest.mark.docker
 @pytest.mark.slow
 def test_a_container_is_blocked_until_kit_allow_grants_the_host(
-    docker_sandbox: Sandbox, echo: EchoUpstream
+    docker_sandbox: Sandbox, elsewhere: EchoUpstream
 ) -> None:
-    box = docker_sandbox
-    target = f"127.0.0.1:{echo.port}"
+    box, echo = docker_sandbox, elsewhere
+    target = f"127.0.0.2:{echo.port}"
     url = f"http://{target}/from-the-sandbox"
 
     code, body = fetch(box, url)
