@@ -116,12 +116,25 @@ def _state(pair: Pair) -> dict[str, dict[str, str | None]]:
     return found
 
 
+RECORD = REPO_ROOT / "dist" / "release.json"
+RECORDED: dict[str, object] = {}  # what the rehearsal's publish recorded for the workflow
+
+
 @pytest.fixture(scope="module")
-def first(pair: Pair) -> subprocess.CompletedProcess[str]:
-    """The rehearsal itself: one build, both registries (shared by every case)."""
-    done = _publish(pair, RC1)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
-    return done
+def first(pair: Pair) -> Iterator[subprocess.CompletedProcess[str]]:
+    """The rehearsal itself: one build, both registries (shared by every case). The
+    checkout's dist/release.json is put back as it was afterwards."""
+    before = RECORD.read_bytes() if RECORD.is_file() else None
+    try:
+        done = _publish(pair, RC1)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+        RECORDED.update(json.loads(RECORD.read_text()))
+        yield done
+    finally:
+        if before is None:
+            RECORD.unlink(missing_ok=True)
+        else:
+            RECORD.write_bytes(before)
 
 
 def test_both_registries_serve_one_index_with_both_platforms(
@@ -139,6 +152,8 @@ def test_both_registries_serve_one_index_with_both_platforms(
         assert {"linux/amd64", "linux/arm64"} <= platforms
     assert first.stdout.count("] build image 0.0.0-rc1") == 1
     assert "release summary:" in first.stdout
+    assert RECORDED["digest"] in digests  # what release.yml would attest
+    assert RECORDED["version"] == RC1
 
 
 def test_each_kit_config_is_the_spec_stamped_with_its_registry(
