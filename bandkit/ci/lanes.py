@@ -27,6 +27,7 @@ class Lane:
     id: str
     session: str
     docker: bool = False
+    node: bool = False  # node + npm (the demo's stub brains install the pinned codex CLI)
     sbx: bool = False
     live: bool = False
     browser: bool = False
@@ -36,7 +37,7 @@ class Lane:
 LANES: tuple[Lane, ...] = (
     Lane("lint", "lint", apt=("shellcheck",)),
     Lane("typecheck", "typecheck"),
-    Lane("tests", "tests", browser=True, apt=("chromium", "fonts-liberation")),
+    Lane("tests", "tests", browser=True, node=True, apt=("chromium", "fonts-liberation")),
     Lane(
         "docker_tests",
         "docker_tests",
@@ -44,7 +45,9 @@ LANES: tuple[Lane, ...] = (
         # qemu + binfmt: arm64 bases and builds; iproute2: the side builder's bridge;
         # gpgv + the Debian keyring: debootstrap and the side builder verify what they fetch
         # (present on Debian, not on an Ubuntu runner).
+        # iptables: the host firewall of every docker sandbox (hostguard).
         apt=(
+            "iptables",
             "docker-registry",
             "debootstrap",
             "openssl",
