@@ -36,16 +36,7 @@ def run(line: str, cwd: Path, sim: Sim) -> subprocess.CompletedProcess[str]:
 
 
 def supervisors(name: str) -> list[int]:
-    marker = f"{processes.TAG_ENV}=sbx/supervisor/{name}/".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if any(e.startswith(marker) for e in (entry / "environ").read_bytes().split(b"\0")):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    return processes.tagged_pids(f"sbx/supervisor/{name}/", prefix=True)
 
 
 @pytest.mark.slow

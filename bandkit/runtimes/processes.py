@@ -30,8 +30,9 @@ EXEC_SETTLE_S = 1.0
 PF_KTHREAD = 0x00200000  # kernel threads have no environment at all
 
 
-def tagged_pids(tag: str, *, proc: Path = PROC) -> list[int]:
-    """Pids of live (non-zombie) processes whose environment carries exactly this tag."""
+def tagged_pids(tag: str, *, prefix: bool = False, proc: Path = PROC) -> list[int]:
+    """Pids of live (non-zombie) processes whose environment carries exactly this tag (or,
+    with `prefix`, a tag starting with it: every supervisor of a run, say)."""
     wanted = tag_entry(tag)
     found: list[int] = []
     for entry in proc.iterdir():
@@ -44,7 +45,8 @@ def tagged_pids(tag: str, *, proc: Path = PROC) -> list[int]:
             environ = _settled_environ(entry)
         except OSError:
             continue  # gone meanwhile, or not ours to read
-        if wanted in environ.split(b"\0"):
+        entries = environ.split(b"\0")
+        if wanted in entries or (prefix and any(e.startswith(wanted) for e in entries)):
             found.append(int(entry.name))
     return sorted(found)
 

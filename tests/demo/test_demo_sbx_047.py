@@ -53,17 +53,7 @@ def sim() -> Iterator[Sim]:
 
 def supervisors() -> list[int]:
     """Live processes tagged as a demo sandbox's sbx supervisor."""
-    marker = f"{processes.TAG_ENV}=sbx/supervisor/band-demo-".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                environ = (entry / "environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if any(e.startswith(marker) for e in environ):
-                found.append(int(entry.name))
-    return found
+    return processes.tagged_pids("sbx/supervisor/band-demo-", prefix=True)
 
 
 def test_happy_on_simulated_047(run_dir: Path, sim: Sim) -> None:

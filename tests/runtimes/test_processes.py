@@ -40,3 +40,17 @@ def test_untagged_and_exited_processes_are_not_found() -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"], env={"PATH": "/usr/bin:/bin"})
     child.wait()
     assert processes.tagged_pids("test-processes-none") == []
+
+
+def test_a_prefix_finds_every_tag_that_starts_with_it_and_exact_stays_exact() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)"],
+        env={processes.TAG_ENV: "test-processes-prefix/box-1/x", "PATH": "/usr/bin:/bin"},
+    )
+    try:
+        assert processes.tagged_pids("test-processes-prefix/", prefix=True) == [child.pid]
+        assert processes.tagged_pids("test-processes-prefix/") == []  # exact by default
+        assert processes.tagged_pids("test-processes-prefiy", prefix=True) == []
+    finally:
+        child.kill()
+        child.wait()

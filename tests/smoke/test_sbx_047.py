@@ -36,16 +36,7 @@ def staging(run_dir: Path) -> Iterator[Platform]:
 
 
 def supervisors() -> list[int]:
-    marker = f"{processes.TAG_ENV}=sbx/supervisor/smoke-".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if any(e.startswith(marker) for e in (entry / "environ").read_bytes().split(b"\0")):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    return processes.tagged_pids("sbx/supervisor/smoke-", prefix=True)
 
 
 def test_the_sbx_walkthrough_on_simulated_047(
