@@ -26,7 +26,9 @@ from tasks._common import RUN_DIR_HELP, need, reports, resolve_run_dir
         "BAND_API_KEY_USER)",
         "runtime": "auto (sbx, else docker, else local), sbx, docker or local",
         "brains": "scripted (deterministic, offline; the default); stub (the real Claude SDK, "
-        "Codex and CrewAI adapters against the local LLM stub, offline); real is not available",
+        "Codex and CrewAI adapters against the local LLM stub, offline); real (the same "
+        "adapters against the providers: ANTHROPIC_API_KEY, OPENAI_API_KEY; base URLs "
+        "ANTHROPIC_BASE_URL, OPENAI_BASE_URL to override)",
         "scenario": "happy (default), no-handoff, runaway, slow, silent-architect, presenter-end",
         "topic": "what the meeting is about",
         "headless": "close after the grace period instead of opening the floor after the verdict",

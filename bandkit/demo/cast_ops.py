@@ -7,7 +7,7 @@
   register, write agent.id into the staged band.yaml, store the key as a proxy-managed
   secret scoped to the sandbox name (all recorded in the manifest first).
 * `create_sandboxes`: one sandbox per role with the platform's env and egress, plus what
-  the brains add (`stub_brains.Brains`: the model's env, its key as a secret, its egress).
+  the brains add (`brains.Brains`: the model's env, its key as a secret, its egress).
 * `wait_connected`: until every agent's startup log says it is connected, with a deadline
   and a progress line; a sandbox that stops first fails at once with its log's tail.
 """

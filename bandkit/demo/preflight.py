@@ -1,12 +1,13 @@
 """Everything `demo.up` checks before it changes anything.
 
-* options: `--brains scripted` or `stub` (real is refused: untested), a known
+* options: `--brains scripted`, `stub` or `real` (its keys: `brains.check`), a known
   `--scenario`, a known `--platform` (real needs its three variables);
 * the caps: `BreakerConfig()` defaults, then the scenario's `breaker:` overrides, then
   `DEMO_*` from the environment; `--headless` closes after the grace period, otherwise
   the floor opens after the verdict (unless `DEMO_HEADLESS`/`DEMO_INTERACTIVE` decide);
-* stub brains: not on sbx yet; on the local runtime node and npm (the pinned codex CLI
-  is installed with `npm ci`); on docker the CLI image (`cli_image`);
+* stub and real brains: not on sbx yet; real needs ANTHROPIC_API_KEY and OPENAI_API_KEY
+  (and usable base URLs, when the host overrides them); on the local runtime node and npm
+  (the pinned codex CLI is installed with `npm ci`); on docker the CLI image (`cli_image`);
 * the runtime's tools: uv for local, a daemon and the kit image for docker, an
   initialised policy for sbx. `--runtime auto` picks as everywhere (sbx, else docker
   when a daemon answers, else local), except that a docker without the kit image falls
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from bandkit.demo import cli_image, stub_brains
+from bandkit.demo import brains, cli_image
 from bandkit.demo.errors import DemoError
 from bandkit.demo.layout import DemoLayout
 from bandkit.demo.target import PlatformKind, check_real_env, platform_kind
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
     from bandkit.demo.options import UpOptions
 
 BRAINS: Final = ("scripted", "stub", "real")
-NOT_BUILT: Final = frozenset({"real"})
 INTERACTIVE_VAR: Final = ENV_PREFIX + "INTERACTIVE"
 
 
@@ -53,14 +53,9 @@ class Plan:
     notes: tuple[str, ...] = ()  # what preflight decided that the user should hear
 
 
-def check_brains(brains: str) -> None:
-    if brains in NOT_BUILT:
-        raise DemoError(
-            f"--brains {brains} is not available yet (untested with live keys): use "
-            "--brains stub (the real frameworks against the local LLM stub) or scripted"
-        )
-    if brains not in BRAINS:
-        raise DemoError(f"--brains must be one of {', '.join(BRAINS)}, got {brains!r}")
+def check_brains(choice: str) -> None:
+    if choice not in BRAINS:
+        raise DemoError(f"--brains must be one of {', '.join(BRAINS)}, got {choice!r}")
 
 
 def breaker_config(scenario: Scenario, *, headless: bool, env: Mapping[str, str]) -> BreakerConfig:
@@ -93,8 +88,10 @@ def check(options: UpOptions, env: Mapping[str, str]) -> Plan:
         secrets.append(key_file.read_text(encoding="utf-8").strip())
     if not options.topic.strip():
         raise DemoError("--topic must not be empty")
+    if options.brains == "real":  # hidden from every line, even preflight's own errors
+        secrets += [env.get(name, "") for name in brains.REAL_KEY_ENV.values()]
     runtime, notes = choose_runtime(options.runtime, image=cli_image.image_for(options.brains))
-    stub_brains.check(options.brains, runtime)
+    brains.check(options.brains, runtime, env)
     config = breaker_config(scenario, headless=options.headless, env=env)
     return Plan(scenario, config, kind, runtime, tuple(s for s in secrets if s), notes)
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from bandkit.demo import cast_ops, cli_image, preflight, stub_brains
+from bandkit.demo import brains as brains_mod
+from bandkit.demo import cast_ops, cli_image, preflight
 from bandkit.demo.errors import DemoError
 from bandkit.demo.layout import DemoLayout, RunInfo
 from bandkit.demo.options import UpOptions
@@ -182,7 +183,7 @@ class DemoRun:
         self.phase = "stage"
         workspaces = {role: self._stage(role, target) for role in Role}
         self.phase = "brains"
-        brains = stub_brains.prepare(
+        brains = brains_mod.prepare(
             options.brains,
             layout=layout,
             manifest=self.manifest,
@@ -190,9 +191,10 @@ class DemoRun:
             topic=options.topic,
             log=say,
             runtime=runtime.name,
+            env=self.env,
         )
-        for canary in brains.canaries:
-            say.hide(canary)
+        for key in brains.hidden:
+            say.hide(key)
         self.phase = "provision"
         requests = cast_ops.requests_for(workspaces, target.rest_url, env=brains.env)
         ids = cast_ops.provision_cast(

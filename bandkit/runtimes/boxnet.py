@@ -128,7 +128,7 @@ def pinned_endpoints(env: Mapping[str, str]) -> dict[str, str]:
     return {REST_ENV: rest, WS_ENV: ws, **models}
 
 
-def _upstream(name: str, url: str) -> tuple[str, str]:
+def upstream_origin(name: str, url: str) -> tuple[str, str]:
     """(origin, host) of a pinned endpoint; ProxyError for one the key may not go to."""
     try:
         parts = urlsplit(url)
@@ -191,7 +191,7 @@ def start_proxy(
             if any(host_matches(h, hostname) for h in i.hosts)
         ]
         if swaps:
-            origin, _ = _upstream(name, url)
+            origin, _ = upstream_origin(name, url)
             routes.append({"upstream": origin, "swaps": swaps, "ca_pem": ca_pem or ""})
             names.append((name, url))
     if not routes:

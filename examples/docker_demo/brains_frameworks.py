@@ -3,7 +3,7 @@
 The demo stages this file beside ``main.py`` (``agent_main.py``) when ``script.json`` says
 ``"brains": "stub"`` or ``"real"``; it runs inside the sandbox with the workspace's venv,
 which then holds the role's ``brains`` dependency group. What each role runs, and what
-the host puts in its sandbox's environment (``bandkit.demo.stub_brains`` writes it):
+the host puts in its sandbox's environment (``bandkit.demo.brains`` writes it):
 
 * pm: ``ClaudeSDKAdapter`` (the claude CLI bundled in the claude-agent-sdk wheel).
   ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_PROXY_KEY`` (a placeholder: the credential proxy puts

@@ -24,15 +24,11 @@ def options(tmp_path: Path, **changes: object) -> UpOptions:
     return UpOptions(**{"run_dir": tmp_path, "runtime": "local", **changes})  # type: ignore[arg-type]
 
 
-def test_real_brains_are_refused_until_tested_with_live_keys(tmp_path: Path) -> None:
-    with pytest.raises(DemoError, match="--brains real is not available yet"):
-        preflight.check(options(tmp_path, brains="real"), {})
-
-
 @pytest.mark.parametrize(
     ("changes", "env", "fragment"),
     [
         ({"brains": "llm"}, {}, "--brains must be one of scripted, stub, real"),
+        ({"brains": "real"}, {}, "--brains real needs ANTHROPIC_API_KEY and OPENAI_API_KEY"),
         ({"scenario": "nope"}, {}, "choose one of happy"),
         ({"platform": "cloud"}, {}, "--platform must be local or real"),
         ({"platform": "real"}, {"BAND_REST_URL": "https://x"}, "BAND_WS_URL, BAND_API_KEY_USER"),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bandkit.demo import stub_brains
+from bandkit.demo import brains
 from bandkit.demo.errors import DemoError
 from bandkit.demo.layout import DemoLayout
 from bandkit.demo.staging import AGENTS_DIR, stage
@@ -97,7 +97,7 @@ def test_repeated_lines_carry_their_number() -> None:
 
 def test_scripted_brains_add_only_the_no_default_groups_switch(tmp_path: Path) -> None:
     with Manifest.open(tmp_path / "m.json") as manifest:
-        brains = stub_brains.prepare(
+        made = brains.prepare(
             "scripted",
             layout=DemoLayout.for_run_dir(tmp_path),
             manifest=manifest,
@@ -106,14 +106,14 @@ def test_scripted_brains_add_only_the_no_default_groups_switch(tmp_path: Path) -
             log=print,
         )
         assert not manifest.resources
-    assert brains.env == {role: {"UV_NO_DEFAULT_GROUPS": "true"} for role in Role}
-    assert brains.secrets == {}
+    assert made.env == {role: {"UV_NO_DEFAULT_GROUPS": "true"} for role in Role}
+    assert made.secrets == {}
 
 
 def test_stub_brains_are_refused_on_sbx() -> None:
     with pytest.raises(DemoError, match="does not run on sbx"):
-        stub_brains.check("stub", RuntimeName.SBX)
-    stub_brains.check("scripted", RuntimeName.SBX)
+        brains.check("stub", RuntimeName.SBX)
+    brains.check("scripted", RuntimeName.SBX)
 
 
 @pytest.mark.parametrize("role", [r.value for r in Role])

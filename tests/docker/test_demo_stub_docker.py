@@ -34,6 +34,7 @@ from bandkit.demo import cli_image, stub_brains, teardown
 from bandkit.demo.layout import DemoLayout
 from bandkit.emulator import service
 from examples.docker_demo.cast import CAST, Role
+from tests.demo import real_provider
 from tests.demo.killing import AGENT_KEY_PREFIX, CANARY, demo_env, plant_canary
 from tests.demo.leftovers import leftovers, secrets_in
 from tests.runtimes.helpers import REPO, scratch_dir
@@ -43,11 +44,13 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 WIRE = {"pm": "anthropic.messages", "dev": "openai.responses", "architect": "openai.chat"}
 
 
-def invoke(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def invoke(
+    *args: str, timeout: float = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["uv", "run", "invoke", *args],
         cwd=REPO,
-        env=demo_env(),
+        env={**demo_env(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -147,3 +150,37 @@ def test_happy_with_the_real_frameworks_on_docker(platform: Platform) -> None:
     outputs = (out, done.stderr, down.stdout, down.stderr)
     assert secrets_in([CANARY, AGENT_KEY_PREFIX], *outputs, roots=roots) == []
     assert secrets_in(keys, *outputs) == []  # the stub's key file holds them, 0600, host-side
+
+
+def test_real_brains_on_docker_with_the_host_keys(platform: Platform) -> None:
+    """`--brains real` on docker, the providers played by the LLM stub (`real_provider`):
+    the host's two keys reach it through each container's credential proxy, and are in no
+    container's environment, log or files."""
+    with real_provider.provider() as provider:
+        args = ["demo.up", "--brains", "real", "--runtime", "docker", "--headless", "--keep"]
+        done = invoke(
+            *args,
+            "--scenario",
+            "happy",
+            "--run-dir",
+            str(platform.run_dir),
+            env=provider.host_env(),
+        )
+        assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+        assert "brains: the providers' APIs with this host's keys" in done.stdout
+        assert "VERDICT:" in done.stdout
+        keys = list(real_provider.KEYS)
+        for role in Role:
+            sandbox = CAST[role].sandbox
+            workspace = platform.layout.workspace(role)
+            assert secrets_in(keys, container_text(sandbox), roots=(workspace,)) == [], role
+        down = invoke("demo.down", "--run-dir", str(platform.run_dir))
+        assert down.returncode == 0, down.stdout + down.stderr
+        seen = provider.turns()
+    assert [t for t in seen if t["status"] != 200] == []
+    for agent, api in WIRE.items():
+        assert {t["api"] for t in seen if t["agent"] == agent} == {api}, agent
+    left = leftovers(platform.run_dir, docker=True, keep_pids=(platform.pid,))
+    assert left == [], "\n".join(left)
+    outputs = (done.stdout, done.stderr, down.stdout, down.stderr)
+    assert secrets_in(keys, *outputs, roots=(platform.run_dir, platform.layout.box_root)) == []
