@@ -9,19 +9,31 @@ the host's canary keys, never a placeholder); the canaries are never inside a sa
 processes' environment while it runs, its files, logs and the transcript); and nothing is
 left after the teardown. `UNHANDLED` lines in the emulator's log are counted and printed;
 there must be none (the PM's memory tools use routes the emulator serves).
+
+Then `uv run invoke demo.up --brains real` in the same run directory (its warm uv cache),
+as a user with keys runs it, the providers played by the LLM stub (`real_provider`): the
+host sets `ANTHROPIC_API_KEY` / `OPENAI_API_KEY` (canaries) and points `ANTHROPIC_BASE_URL`
+/ `OPENAI_BASE_URL` at the stub, the way an operator points them at a gateway. Nothing else
+differs from a live run: the demo starts no stub of its own; the stub accepts only those
+keys and picks Sam's and Jordan's scripts by model (they share one OpenAI key, as on a real
+account). Checked: the verdict; every call carried the host's key over the role's wire
+API; `DEV_MODEL` from the host reached codex; neither key is in any output, transcript,
+sandbox file or process environment; nothing is left.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
 
 from bandkit.demo import stub_brains
 from bandkit.emulator import service
+from tests.demo import real_provider
+from tests.demo.real_provider import DEV_MODEL, KEYS, Provider
 from tests.demo.test_demo_e2e import (
     CANARY,
     Platform,
@@ -176,3 +188,49 @@ def test_no_handoff_with_the_real_frameworks(platform: Platform, fresh_journal: 
     lines = unhandled(platform)
     print(f"no-handoff --brains stub: {timings(done)}; UNHANDLED lines: {len(lines)}")
     assert lines == []
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[Provider]:
+    with real_provider.provider() as running:
+        yield running
+
+
+def test_real_brains_with_the_host_keys_and_base_urls(
+    platform: Platform, provider: Provider
+) -> None:
+    url = provider.url
+    before = agent_homes()
+    done = up(platform, "happy", "--brains", "real", "--keep", **provider.host_env())
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert f"brains: the providers' APIs with this host's keys ({url}, {url}/v1)" in out
+    assert "brains: LLM stub at" not in out  # the run started no stub of its own
+    assert "Jordan (Architect) → Maya (PM), Sam (Dev): @Maya (PM) @Sam (Dev) VERDICT:" in out
+    keys = list(KEYS)
+    running = environments(platform)
+    assert running, "no sandbox process is running after a --keep run"
+    assert all(key.encode() not in env for env in running for key in keys)
+    assert any(b"OPENAI_PROXY_KEY=sk-placeholder-" in env for env in running)
+    homes = agent_homes() - before
+    assert_no_canary_in_sandboxes(platform, keys, homes=homes)
+    down = invoke("demo.down", "--run-dir", str(platform.run_dir), env=demo_env())
+    assert down.returncode == 0, down.stdout + down.stderr
+
+    seen = provider.turns()
+    assert [t for t in seen if t["status"] != 200] == []  # the host's keys, never a placeholder
+    for agent, api in WIRE.items():
+        mine = [t for t in seen if t["agent"] == agent]
+        assert mine, f"{agent} never reached the provider"
+        assert {t["api"] for t in mine} == {api}, agent
+        assert any(str(t["rule"]).endswith("band_send_message") for t in mine), agent
+    by = {agent: {t["selected_by"] for t in seen if t["agent"] == agent} for agent in WIRE}
+    assert by == {"pm": {"key"}, "dev": {"model"}, "architect": {"model"}}
+    assert {t["model"] for t in seen if t["agent"] == "dev"} == {DEV_MODEL}
+    transcript = platform.layout.transcript.read_text(encoding="utf-8")
+    assert_no_canary_in_sandboxes(
+        platform, keys, done.stdout, done.stderr, down.stdout, down.stderr, transcript
+    )
+    assert_nothing_left(platform, down)
+    assert agent_homes() & homes == set()
+    assert unhandled(platform) == []
