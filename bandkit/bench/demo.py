@@ -17,86 +17,26 @@ image exists (else one line says why it was skipped): one warm-up round, then
 
 from __future__ import annotations
 
-import os
-import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
 from typing import Final
 
-from bandkit.demo.layout import DemoLayout
+from bandkit.bench.demo_rounds import scratch_run, timed_round, why_failed
 
-REPO: Final = Path(__file__).resolve().parents[2]
 WARM_ROUNDS: Final = 3
 TARGET_VERDICT_S: Final = 30.0
 TARGET_TEARDOWN_S: Final = 10.0
 DOCKER_ROUNDS: Final = 3
 TARGET_DOCKER_VERDICT_S: Final = 60.0
-ROUND_TIMEOUT_S: Final = 600.0
-QUIET_LINES: Final = ("demo.up: phase ", "demo.up: timings", "demo.up: transcript")
-
-
-def _round(run_dir: Path, runtime: str = "local", brains: str = "scripted") -> tuple[float, float]:
-    """(command -> verdict, verdict -> exit) seconds for one happy run."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("BAND_", "DEMO_"))}
-    env.update(PYTHONUNBUFFERED="1", DEMO_GRACE_S="0")
-    argv = [
-        sys.executable,
-        "-m",
-        "invoke",
-        "demo.up",
-        "--platform",
-        "local",
-        "--runtime",
-        runtime,
-        "--headless",
-        "--scenario",
-        "happy",
-        "--brains",
-        brains,
-        "--run-dir",
-        str(run_dir),
-    ]
-    started = time.monotonic()
-    process = subprocess.Popen(
-        argv,
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    assert process.stdout is not None
-    verdict_at = None
-    lines = []
-    for line in process.stdout:
-        lines.append(line)
-        if verdict_at is None and "VERDICT:" in line:
-            verdict_at = time.monotonic()
-    code = process.wait(ROUND_TIMEOUT_S)
-    ended = time.monotonic()
-    if code != 0 or verdict_at is None:
-        raise RuntimeError(f"demo.up exited {code} without a verdict:\n{''.join(lines[-20:])}")
-    return verdict_at - started, ended - verdict_at
 
 
 def run(options: list[str] | None = None) -> list[str]:
     if options:  # `demo --brains stub`: the framework brains (`demo_stub`)
         from bandkit.bench import demo_stub
 
-        return demo_stub.run(options, _round)
-    run_dir = Path(tempfile.mkdtemp(prefix="bench-demo-"))
-    box_root = DemoLayout.for_run_dir(run_dir).box_root
-    try:
-        cold = _round(run_dir)
-        warm = [_round(run_dir) for _ in range(WARM_ROUNDS)]
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        shutil.rmtree(box_root, ignore_errors=True)
+        return demo_stub.run(options)
+    with scratch_run("bench-demo-") as run_dir:
+        cold = timed_round(run_dir)
+        warm = [timed_round(run_dir) for _ in range(WARM_ROUNDS)]
     verdict = statistics.median(v for v, _ in warm)
     teardown = statistics.median(t for _, t in warm)
 
@@ -122,19 +62,12 @@ def docker_lines() -> list[str]:
 
     if not docker_answers() or not image_exists(LOCAL_TAG):
         return [f"demo happy on docker: skipped (needs a Docker daemon and {LOCAL_TAG})"]
-    run_dir = Path(tempfile.mkdtemp(prefix="bench-demo-docker-"))
-    run_dir.chmod(0o755)
-    box_root = DemoLayout.for_run_dir(run_dir).box_root
     try:
-        first = _round(run_dir, "docker")
-        rounds = [_round(run_dir, "docker") for _ in range(DOCKER_ROUNDS)]
+        with scratch_run("bench-demo-docker-") as run_dir:
+            first = timed_round(run_dir, "docker")
+            rounds = [timed_round(run_dir, "docker") for _ in range(DOCKER_ROUNDS)]
     except RuntimeError as exc:  # keep the local figures; say why docker has none
-        said = [line for line in str(exc).splitlines() if line.startswith("demo.up: ")]
-        why = [line for line in said if not line.startswith(QUIET_LINES)] or said or [str(exc)]
-        return [f"demo happy on docker: failed: {why[-1]}"]
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        shutil.rmtree(box_root, ignore_errors=True)
+        return [f"demo happy on docker: failed: {why_failed(exc)}"]
     verdict = statistics.median(v for v, _ in rounds)
     teardown = statistics.median(t for _, t in rounds)
     each = ", ".join(f"{v:.1f}/{t:.1f}" for v, t in rounds)

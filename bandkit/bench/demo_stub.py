@@ -18,17 +18,11 @@ docker runtime (`--runtime docker`), against the same 90 s target.
 from __future__ import annotations
 
 import json
-import shutil
 import statistics
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from bandkit.demo.layout import DemoLayout
-
-# `demo._round(run_dir, runtime, brains)`: one timed demo.up (passed in: no import cycle).
-Round = Callable[[Path, str, str], tuple[float, float]]
+from bandkit.bench.demo_rounds import scratch_run, timed_round, why_failed
 
 WARM_ROUNDS: Final = 2
 DOCKER_ROUNDS: Final = 3
@@ -62,19 +56,14 @@ def latencies(turns: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def run(options: list[str], _round: Round) -> list[str]:
+def run(options: list[str]) -> list[str]:
     if options != ["--brains", "stub"]:
         raise SystemExit(f"bench demo: unknown options {options}; known: --brains stub")
-    run_dir = Path(tempfile.mkdtemp(prefix="bench-demo-stub-"))
-    box_root = DemoLayout.for_run_dir(run_dir).box_root
-    try:
-        cold = _round(run_dir, "local", "stub")
+    with scratch_run("bench-demo-stub-") as run_dir:
+        cold = timed_round(run_dir, "local", "stub")
         seen = len(journal(run_dir))
-        warm = [_round(run_dir, "local", "stub") for _ in range(WARM_ROUNDS)]
+        warm = [timed_round(run_dir, "local", "stub") for _ in range(WARM_ROUNDS)]
         turns = journal(run_dir)[seen:]
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        shutil.rmtree(box_root, ignore_errors=True)
     return [
         "demo happy --brains stub on the local runtime (real Claude SDK, Codex and CrewAI "
         "adapters, the LLM stub, DEMO_GRACE_S=0):",
@@ -82,7 +71,7 @@ def run(options: list[str], _round: Round) -> list[str]:
         summary(warm, "warm"),
         "  turn latency at the stub (request in -> last stream event), warm rounds:",
         *latencies(turns),
-        *docker_lines(_round),
+        *docker_lines(),
     ]
 
 
@@ -97,7 +86,7 @@ def summary(rounds: list[tuple[float, float]], what: str) -> str:
     )
 
 
-def docker_lines(_round: Round) -> list[str]:
+def docker_lines() -> list[str]:
     """The docker runtime with the CLI image already built (warm image), or why not."""
     from bandkit.demo.cli_image import CLI_TAG
     from bandkit.dockercli import docker_answers, image_exists
@@ -107,16 +96,11 @@ def docker_lines(_round: Round) -> list[str]:
             f"demo happy --brains stub on docker: skipped (needs a Docker daemon and {CLI_TAG}: "
             "`uv run invoke demo.build --brains stub`)"
         ]
-    run_dir = Path(tempfile.mkdtemp(prefix="bench-demo-stub-docker-"))
-    run_dir.chmod(0o755)
-    box_root = DemoLayout.for_run_dir(run_dir).box_root
     try:
-        rounds = [_round(run_dir, "docker", "stub") for _ in range(DOCKER_ROUNDS)]
+        with scratch_run("bench-demo-stub-docker-") as run_dir:
+            rounds = [timed_round(run_dir, "docker", "stub") for _ in range(DOCKER_ROUNDS)]
     except RuntimeError as exc:
-        return [f"demo happy --brains stub on docker: failed: {str(exc).splitlines()[0]}"]
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        shutil.rmtree(box_root, ignore_errors=True)
+        return [f"demo happy --brains stub on docker: failed: {why_failed(exc)}"]
     return [
         "demo happy --brains stub on the docker runtime (CLI image containers; each syncs "
         "its framework venv from the package index, as every docker run does):",
