@@ -27,80 +27,83 @@ on a pty, started after create and on start, stopped before stop and rm, recorde
 manifest (a `process` entry whose key is its tag) so teardown stops it first. Its output is
 the sandbox's startup log (`logs().startup`). Kits are staged in the shape the installed
 sbx decodes (`bandkit.runtimes.sbxkit`).
+
+The parts, one concern each: `sbx_cli` (version, grammar, the argv runner, JSON and env-file
+helpers), `sbx_secrets`, `sbx_policy` and `sbx_supervisors`; `SbxRuntime` (here) adds the
+sandbox lifecycle and the removers. The parts' public names are importable from here too.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
-import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from enum import StrEnum
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bandkit.fsio import UnsafePathError, read_regular
 from bandkit.manifest import Kind, Manifest, Remover, Resource
-from bandkit.runtimes import sbxkit, supervisor
+from bandkit.runtimes import sbxkit
 from bandkit.runtimes.base import (
     ExecResult,
     Logs,
-    Runtime,
     RuntimeName,
     SandboxError,
     SandboxSpec,
     SandboxStatus,
-    Secret,
-    run_tool,
     validate_name,
 )
+from bandkit.runtimes.sbx_cli import (
+    CURRENT_FROM,
+    MIN_VERSION,
+    T_CREATE,
+    T_EXEC,
+    T_QUICK,
+    Grammar,
+    Rows,
+    SbxCli,
+    env_file,
+    installed,
+    parse_json,
+    parse_version,
+)
+from bandkit.runtimes.sbx_policy import SbxPolicy
+from bandkit.runtimes.sbx_secrets import (
+    RM_DELETES_SECRETS_FROM,
+    VALUE_IN_ARGV,
+    SbxSecrets,
+    parse_custom_table,
+)
+from bandkit.runtimes.sbx_supervisors import SUPERVISE_FROM, SUPERVISOR_SERVICE, SbxSupervisors
 
-MIN_VERSION = (0, 32, 0)
-CURRENT_FROM = (0, 38, 0)
-RM_DELETES_SECRETS_FROM = (0, 40, 0)
-SUPERVISE_FROM = (0, 43, 0)  # unattached sandboxes auto-stop (docs/sbx-cli.md 1.1)
-SUPERVISOR_SERVICE = "sbx-supervisor"
-T_QUICK = 60.0
-T_CREATE = 600.0
-T_EXEC = 120.0
+__all__ = [
+    "CURRENT_FROM",
+    "DEFAULT_LOG_PATH",
+    "MIN_VERSION",
+    "RM_DELETES_SECRETS_FROM",
+    "STARTUP_LOG",
+    "SUPERVISE_FROM",
+    "SUPERVISOR_SERVICE",
+    "T_CREATE",
+    "T_EXEC",
+    "T_QUICK",
+    "VALUE_IN_ARGV",
+    "Grammar",
+    "Rows",
+    "SbxCli",
+    "SbxRuntime",
+    "env_file",
+    "installed",
+    "parse_custom_table",
+    "parse_json",
+    "parse_version",
+]
+
 STARTUP_LOG = "/var/log/sbx-kit-startup.log"
 DEFAULT_LOG_PATH = "/home/agent/.local/share/band-kit/logs"
-VALUE_IN_ARGV = (
-    "sbx {version}: `secret set-custom` takes the value only as --value, so it is visible "
-    "in this host's process list while the call runs; use a trusted host (0.38+ reads stdin)"
-)
 
 
-Rows = list[dict[str, Any]]
-
-
-class Grammar(StrEnum):
-    LEGACY = "legacy"
-    CURRENT = "current"
-
-
-def parse_version(text: str) -> tuple[int, int, int]:
-    match = re.search(r"v?(\d+)\.(\d+)\.(\d+)", text.splitlines()[0] if text else "")
-    if not match:
-        raise SandboxError(f"sbx: cannot read a version from `sbx version` output {text[:80]!r}")
-    major, minor, patch = (int(g) for g in match.groups())
-    return major, minor, patch
-
-
-def parse_json(text: str) -> Any:
-    """JSON output, skipping daemon-start lines printed before it."""
-    lines = text.splitlines()
-    for index, line in enumerate(lines):
-        if line.lstrip().startswith("{"):
-            return json.loads("\n".join(lines[index:]))
-    raise SandboxError(f"sbx: expected JSON output, got {text[:120]!r}")
-
-
-class SbxRuntime(Runtime):
+class SbxRuntime(SbxSecrets, SbxPolicy, SbxSupervisors):
     name = RuntimeName.SBX
 
     def __init__(
@@ -112,8 +115,7 @@ class SbxRuntime(Runtime):
         supervisors_dir: Path | None = None,
         supervise: bool | None = None,
     ) -> None:
-        super().__init__(manifest=manifest)
-        self.binary = binary
+        super().__init__(manifest=manifest, binary=binary)
         tmp = Path(tempfile.gettempdir())
         # Where kits carrying this run's platform endpoints are staged (private to us).
         self.kits_dir = kits_dir or tmp / f"bandkit-sbx-kits-{os.getuid()}"
@@ -122,141 +124,7 @@ class SbxRuntime(Runtime):
             kits_dir.parent / "supervisors" if kits_dir else tmp / f"bandkit-sbx-sup-{os.getuid()}"
         )
         self._supervise = supervise  # None: from the version (tests turn it off)
-        self._version: tuple[int, int, int] | None = None
         self._ids: dict[str, str] = {}  # name -> sbx id of the sandboxes created here
-
-    # -- version and grammar
-    @property
-    def version(self) -> tuple[int, int, int]:
-        if self._version is None:
-            out = self._run(["version"], what="version").stdout
-            self._version = parse_version(out)
-            if self._version < MIN_VERSION:
-                raise SandboxError(
-                    f"sbx {'.'.join(map(str, self._version))} is too old: need 0.32 or newer "
-                    "(`brew upgrade docker/tap/sbx`)"
-                )
-        return self._version
-
-    @property
-    def grammar(self) -> Grammar:
-        return Grammar.CURRENT if self.version >= CURRENT_FROM else Grammar.LEGACY
-
-    @property
-    def supervised(self) -> bool:
-        """Whether sandboxes need a held `sbx run` to keep running (0.43+)."""
-        if self._supervise is not None:
-            return self._supervise
-        return self.version >= SUPERVISE_FROM
-
-    # -- supervisors (0.43+)
-    def supervisor_tag(self, name: str) -> str:
-        """The supervisor's tag, equal to its manifest key (generic removers use it)."""
-        where = hashlib.sha256(str(self.supervisors_dir.resolve()).encode()).hexdigest()[:10]
-        return self.key("supervisor", validate_name(name), where)
-
-    def supervise(self, name: str) -> None:
-        """Start sandbox `name`'s supervisor unless it runs; recorded before it starts."""
-        tag = self.supervisor_tag(name)
-        if self.manifest is not None:
-            self.manifest.record(
-                Kind.PROCESS,
-                tag,
-                runtime=self.name.value,
-                service=SUPERVISOR_SERVICE,
-                name=name,
-                dir=str(self.supervisors_dir),
-            )
-        try:
-            supervisor.spawn(name, directory=self.supervisors_dir, tag=tag, binary=self.binary)
-        except (RuntimeError, OSError) as exc:
-            raise SandboxError(f"sbx: {exc}") from None
-
-    def revive(self, name: str) -> None:
-        """Replace a supervisor that died (its pid file is left: nobody stopped it)."""
-        tag = self.supervisor_tag(name)
-        pid_file, _ = supervisor.paths(self.supervisors_dir, validate_name(name))
-        if pid_file.exists() and supervisor.verified_pid(self.supervisors_dir, name, tag) is None:
-            self.warn(f"sbx: the supervisor of {name} had died; started a new one")
-            self.supervise(name)
-
-    def unsupervise(self, name: str) -> None:
-        tag = self.supervisor_tag(name)
-        supervisor.stop(validate_name(name), directory=self.supervisors_dir, tag=tag)
-
-    def _remove_supervisor(self, resource: Resource) -> None:
-        details = resource.details
-        directory = Path(details["dir"])
-        if not directory.is_absolute():
-            raise SandboxError(f"{resource.ref}: its dir must be an absolute path")
-        supervisor.stop(validate_name(details["name"]), directory=directory, tag=resource.key)
-
-    def attach_log(self, name: str) -> str | None:
-        """What the supervisor's `sbx run` printed (the agent's output), None if none."""
-        _, log = supervisor.paths(self.supervisors_dir, validate_name(name))
-        try:
-            return read_regular(log, what="attach log")[0].decode(errors="replace")
-        except FileNotFoundError:
-            return None
-        except UnsafePathError as exc:
-            raise SandboxError(str(exc)) from None
-
-    def _run(
-        self,
-        args: Sequence[str],
-        *,
-        what: str,
-        timeout: float = T_QUICK,
-        input: str | None = None,
-        redact: Sequence[str] = (),
-        check: bool = True,
-    ) -> Any:
-        return run_tool(
-            [self.binary, *args],
-            what=f"sbx {what}",
-            timeout=timeout,
-            input=input,
-            redact=redact,
-            check=check,
-        )
-
-    def _scope(self, sandbox: str) -> list[str]:
-        sandbox = validate_name(sandbox)
-        return ["--sandbox", sandbox] if self.grammar is Grammar.CURRENT else [sandbox]
-
-    # -- policy
-    def policy_ready(self) -> None:
-        if self._run(["policy", "ls"], what="policy ls", check=False).returncode != 0:
-            raise SandboxError(
-                "sbx: network policy is not initialized; run `sbx policy init balanced` once"
-            )
-
-    def allow(self, host: str) -> None:
-        """Grant `host` globally unless already allowed; record the rule before adding it."""
-        if (
-            self._run(
-                ["policy", "check", "network", host], what="policy check", check=False
-            ).returncode
-            == 0
-        ):
-            return
-        self.record(Kind.POLICY, "global", host, host=host)
-        self._run(["policy", "allow", "network", host], what="policy allow")
-
-    def _remove_rule(self, resource: Resource) -> None:
-        host = resource.details["host"]
-        result = self._run(
-            ["policy", "rm", "network", "--resource", host], what="policy rm", check=False
-        )
-        if result.returncode != 0 and self._rule_exists(host):
-            raise SandboxError(f"sbx policy rm {host}: {result.stderr.strip()}")
-
-    def _rule_exists(self, host: str) -> bool:
-        rules = parse_json(self._run(["policy", "ls", "--json"], what="policy ls").stdout)
-        return any(
-            r.get("applies_to") in ("(global)", "global", "") and host in r.get("resources", [])
-            for r in rules.get("rules") or []
-        )
 
     # -- lifecycle
     def create(self, spec: SandboxSpec) -> None:
@@ -336,7 +204,7 @@ class SbxRuntime(Runtime):
             args.append("-d")
         if stdin is not None:
             args.append("-i")
-        with _env_file(env or {}) as env_path:
+        with env_file(env or {}) as env_path:
             if env_path is not None:
                 args += ["--env-file", str(env_path)]  # values stay out of argv
             result = self._run(
@@ -407,10 +275,6 @@ class SbxRuntime(Runtime):
             raise SandboxError(f"sbx rm -f {name} returned 0 but the sandbox is still listed")
         self._forget_attach_log(name)
 
-    def _forget_attach_log(self, name: str) -> None:
-        """The supervisor's files go with the sandbox (a directory we made)."""
-        shutil.rmtree(self.supervisors_dir / validate_name(name), ignore_errors=True)
-
     def _remove_sandbox(self, resource: Resource) -> None:
         details = resource.details
         self._remove(
@@ -419,53 +283,6 @@ class SbxRuntime(Runtime):
             workspace=details.get("workspace", ""),
         )
 
-    # -- secrets
-    def set_secret(self, sandbox: str, secret: Secret) -> None:
-        sandbox = validate_name(sandbox)
-        self.record(
-            Kind.SECRET,
-            sandbox,
-            secret.env,
-            sandbox=sandbox,
-            hosts=",".join(secret.hosts),
-            placeholder=secret.placeholder,
-        )
-        argv = ["secret", "set-custom", *self._scope(sandbox)]
-        for host in secret.hosts:
-            argv += ["--host", host]
-        argv += ["--env", secret.env, "--placeholder", secret.placeholder]
-        if self.grammar is Grammar.CURRENT:
-            self._run(argv, what="secret set-custom", input=secret.value, redact=[secret.value])
-            return
-        self.warn(VALUE_IN_ARGV.format(version=".".join(map(str, self.version))))
-        self._run([*argv, "--value", secret.value], what="secret set-custom", redact=[secret.value])
-
-    def custom_secrets(self, sandbox: str) -> Rows:
-        sandbox = validate_name(sandbox)
-        if self.grammar is Grammar.CURRENT:
-            out = self._run(["secret", "ls", "--sandbox", sandbox, "--json"], what="secret ls")
-            rows: Rows = parse_json(out.stdout).get("custom_secrets") or []
-            return rows
-        return parse_custom_table(self._run(["secret", "ls", sandbox], what="secret ls").stdout)
-
-    def has_secret(self, sandbox: str, host: str) -> bool:
-        return any(
-            row["scope"] == sandbox and host in row["targets"]
-            for row in self.custom_secrets(sandbox)
-        )
-
-    def remove_secret(self, sandbox: str, host: str, placeholder: str) -> None:
-        self._run(
-            ["secret", "rm", *self._scope(sandbox), "--placeholder", placeholder, "-f"],
-            what="secret rm",
-        )
-        if self.has_secret(sandbox, host):
-            raise SandboxError(f"sbx secret rm: a secret for {host} in {sandbox} is still listed")
-
-    def _remove_secret(self, resource: Resource) -> None:
-        host = resource.details["hosts"].split(",")[0]
-        self.remove_secret(resource.details["sandbox"], host, resource.details["placeholder"])
-
     def removers(self) -> dict[Kind, Remover]:
         return {
             Kind.SANDBOX: self._remove_sandbox,
@@ -473,46 +290,3 @@ class SbxRuntime(Runtime):
             Kind.POLICY: self._remove_rule,
             Kind.PROCESS: self._remove_supervisor,
         }
-
-
-def parse_custom_table(text: str) -> list[dict[str, Any]]:
-    """The CUSTOM SECRETS table of 0.34/0.35 `secret ls` -> scope/targets/env/placeholder."""
-    lines = text.splitlines()
-    if "CUSTOM SECRETS" not in lines:
-        return []
-    rows = []
-    for line in lines[lines.index("CUSTOM SECRETS") + 2 :]:
-        cells = line.split()
-        if len(cells) >= 4:
-            rows.append(
-                {
-                    "scope": cells[0],
-                    "targets": cells[1].split(","),
-                    "env": cells[2],
-                    "placeholder": cells[3],
-                }
-            )
-    return rows
-
-
-def installed() -> bool:
-    return shutil.which("sbx") is not None
-
-
-@contextlib.contextmanager
-def _env_file(env: Mapping[str, str]) -> Iterator[Path | None]:
-    """A 0600 `KEY=VALUE` file for `sbx exec --env-file`, removed afterwards (None if empty)."""
-    if not env:
-        yield None
-        return
-    for key, value in env.items():
-        if "\n" in value or "\n" in key or "=" in key:
-            raise SandboxError(f"sbx: exec env {key!r}: names and values must be single-line")
-    fd, raw = tempfile.mkstemp(prefix="bandkit-exec-", suffix=".env")  # created 0600
-    path = Path(raw)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.writelines(f"{key}={value}\n" for key, value in env.items())
-        yield path
-    finally:
-        path.unlink(missing_ok=True)
