@@ -90,27 +90,43 @@ def check(options: UpOptions, env: Mapping[str, str]) -> Plan:
         raise DemoError("--topic must not be empty")
     if options.brains == "real":  # hidden from every line, even preflight's own errors
         secrets += [env.get(name, "") for name in brains.REAL_KEY_ENV.values()]
-    runtime, notes = choose_runtime(options.runtime, image=cli_image.image_for(options.brains))
+    runtime, notes = choose_runtime(
+        options.runtime,
+        image=cli_image.image_for(options.brains),
+        skip_sbx=options.brains in brains.FRAMEWORKS,
+    )
     brains.check(options.brains, runtime, env)
     config = breaker_config(scenario, headless=options.headless, env=env)
     return Plan(scenario, config, kind, runtime, tuple(s for s in secrets if s), notes)
 
 
 def choose_runtime(
-    choice: str, *, has_image: Callable[[str], bool] | None = None, image: str = LOCAL_TAG
+    choice: str,
+    *,
+    has_image: Callable[[str], bool] | None = None,
+    image: str = LOCAL_TAG,
+    skip_sbx: bool = False,
 ) -> tuple[RuntimeName, tuple[str, ...]]:
+    """The runtime for `--runtime choice`, and notes on what auto decided. `skip_sbx`:
+    the brains do not run on sbx yet, so auto passes over it (docker, else local)."""
+    notes: tuple[str, ...] = ()
     try:
         name = resolve_name(choice)
+        if choice == AUTO and skip_sbx and name is RuntimeName.SBX:
+            name = resolve_name(AUTO, has_sbx=lambda: False)
+            notes = (
+                f"runtime auto: the stub and real brains do not run on sbx yet; using {name.value}",
+            )
     except SandboxError as exc:
         raise DemoError(str(exc)) from None
     if choice != AUTO or name is not RuntimeName.DOCKER:
-        return name, ()
+        return name, notes
     if has_image is None:
         from bandkit.dockercli import image_exists
 
         has_image = image_exists
     if has_image(image):
-        return name, ()
+        return name, notes
     build = "uv run invoke image.build" if image == LOCAL_TAG else "uv run invoke demo.build"
     return RuntimeName.LOCAL, (
         f"runtime auto: docker answers but the image {image} is not built "

@@ -4,6 +4,7 @@ codes (the table in `outcome` is the one the README documents)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,22 @@ def test_auto_falls_back_to_local_when_the_kit_image_is_missing(
     assert "is not built (`uv run invoke image.build`); using the local runtime" in notes[0]
     assert preflight.choose_runtime("auto", has_image=lambda ref: True) == (RuntimeName.DOCKER, ())
     assert preflight.choose_runtime("docker", has_image=lambda ref: False)[0] is RuntimeName.DOCKER
+
+
+def test_auto_passes_over_sbx_for_the_framework_brains(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sbx installed: auto would pick it, but stub/real brains do not run there yet, so
+    auto goes on to docker (or local) and says why, instead of refusing."""
+    from bandkit.runtimes import select
+    from bandkit.runtimes.base import RuntimeName
+
+    def installed_sbx_no_docker(choice: str, **probes: Callable[[], bool]) -> RuntimeName:
+        return select.resolve_name(
+            choice, has_sbx=probes.get("has_sbx", lambda: True), has_docker=lambda: False
+        )
+
+    monkeypatch.setattr(preflight, "resolve_name", installed_sbx_no_docker)
+    name, notes = preflight.choose_runtime("auto", skip_sbx=True)
+    assert name is RuntimeName.LOCAL
+    assert notes == ("runtime auto: the stub and real brains do not run on sbx yet; using local",)
+    assert preflight.choose_runtime("auto")[0] is RuntimeName.SBX  # scripted brains: sbx
+    assert preflight.choose_runtime("sbx", skip_sbx=True)[0] is RuntimeName.SBX  # as asked
