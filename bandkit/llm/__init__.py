@@ -17,10 +17,12 @@ Script selection, per request, the first that applies:
 4. only one script is loaded.
 Otherwise the request gets a 404 (`model_not_found`) in the provider's shape.
 
-Flow: `server.LLMStub` (bind, uvicorn, signals, bounded shutdown) → `server.build_app`
-→ `server._answer` (body, `keys` custody check, the wire module's `conversation`,
-`script.ScriptSet.select`, `script.Script.decide`, the wire module's JSON or SSE frames)
-→ `journal` (JSONL, redacted; `/_stub/turns`, the page in `pages`). `cli` is
-`python -m bandkit.llm`; `service` runs it in the background for `invoke llm.*`.
-The script schema is in `script`; the key file format in `keys`.
+Flow: `server.LLMStub` (bind, uvicorn, signals, bounded shutdown) → `routes.build_app`
+(the routes; `/_stub/*` and the page, loopback only) → `pipeline.answer` (body, `keys`
+custody check, the wire module's `conversation`, `script.ScriptSet.select`,
+`script.Script.decide`, the wire module's JSON or SSE frames; refusals in the provider's
+error shape from `refusals`) → `state.Stub.finish` → `journal` (JSONL, redacted;
+`/_stub/turns`, the page in `pages`). `cli` is `python -m bandkit.llm`; `service` runs
+it in the background for `invoke llm.*`. The script schema is in `script`; the key file
+format in `keys`; `StubConfig` and what the routes share in `state`.
 """
