@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,42 @@ async def test_mention_a_running_echo_agent_and_see_its_reply(
     sent = next(m for m in listed_json if m["sender_type"] == "User")
     assert [m["id"] for m in sent["metadata"]["mentions"]] == [echo.id]
     assert USER_KEY not in process.log()
+
+
+async def test_a_blur_before_a_refocus_does_not_close_the_new_mention_menu(
+    emu: Emulator, human: AsyncRestClient
+) -> None:
+    """Leaving the composer closes the @ menu 100 ms later; coming back within those
+    100 ms and typing `@` must keep the new menu open (a stale close once hid it, and
+    the mention test above then timed out). The page's clock is Playwright's fake one,
+    so the 100 ms pass when the test says, not by luck."""
+    agent = await register(human, "Echo Bot")
+    room = await create_room(human, "Blur room")
+    await add(human, room, agent.id)
+    async with chromium() as browser:
+        page = await browser.new_page()
+        await page.clock.install()
+        await page.goto(await login_link(emu.rest_url))
+        await page.wait_for_url(f"{emu.rest_url}/", timeout=WAIT_MS)
+        await page.goto(f"{emu.rest_url}/rooms/{room}")
+        await page.wait_for_function(
+            "[...document.querySelectorAll('#people li')]"
+            ".some(e => e.textContent === 'Echo Bot (Agent)')",
+            timeout=WAIT_MS,
+        )
+        await page.clock.pause_at(datetime.now(UTC) + timedelta(seconds=5))
+        composer = page.locator("#text")
+        await composer.focus()
+        await page.locator("#add-agent").focus()  # the composer blurs: a close is due
+        await composer.focus()
+        await composer.press_sequentially("@")
+        assert await page.locator("#mentions").is_visible()
+        await page.clock.run_for(1000)  # past the close that was due
+        assert await page.locator("#mentions").is_visible()
+        assert await page.locator("#mentions li", has_text="Echo Bot").count() == 1
+        await page.locator("#add-agent").focus()  # leaving for real still closes it
+        await page.clock.run_for(1000)
+        assert not await page.locator("#mentions").is_visible()
 
 
 async def test_without_a_session_the_page_points_to_the_login_link(
