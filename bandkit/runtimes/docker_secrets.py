@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bandkit.fsio import write_atomic, write_private
-from bandkit.manifest import Kind
 from bandkit.runtimes import boxnet, hostbox
-from bandkit.runtimes.base import SandboxError, Secret, validate_name
+from bandkit.runtimes.base import SandboxError, Secret
 from bandkit.runtimes.docker_cli import DockerCli
+from bandkit.runtimes.keychain import KeychainSecrets
 
 KEY_IN_CONTAINER = (
     "docker runtime: {env} is passed to container {name} as a plain environment variable "
@@ -26,7 +26,7 @@ KEY_IN_CONTAINER = (
 )
 
 
-class DockerSecrets(DockerCli):
+class DockerSecrets(KeychainSecrets, DockerCli):
     """Secrets and the credential proxy (a part of `DockerRuntime`)."""
 
     def _trust_bundle(self, name: str, ca_pem: str | None) -> Path | None:
@@ -61,15 +61,3 @@ class DockerSecrets(DockerCli):
             raise SandboxError(f"docker: credential proxy for {name}: {exc}") from None
         write_private(box / "endpoints.json", json.dumps(urls))
         return urls
-
-    # -- secrets
-    def set_secret(self, sandbox: str, secret: Secret) -> None:
-        sandbox = validate_name(sandbox)
-        self.record(Kind.SECRET, sandbox, secret.env, sandbox=sandbox, hosts=",".join(secret.hosts))
-        self.keychain.put(sandbox, secret)
-
-    def has_secret(self, sandbox: str, host: str) -> bool:
-        return self.keychain.has(validate_name(sandbox), host)
-
-    def remove_secret(self, sandbox: str, host: str, placeholder: str) -> None:
-        self.keychain.drop(validate_name(sandbox), host=host)

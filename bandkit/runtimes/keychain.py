@@ -13,7 +13,8 @@ from typing import Any
 
 from bandkit.fsio import PRIVATE_DIR_MODE as DIR_MODE
 from bandkit.fsio import write_private
-from bandkit.runtimes.base import Secret
+from bandkit.manifest import Kind
+from bandkit.runtimes.base import Runtime, Secret, validate_name
 
 
 class Keychain:
@@ -67,3 +68,21 @@ class Keychain:
                 if not ((env is None or e["env"] == env) and (host is None or host in e["hosts"]))
             ],
         )
+
+
+class KeychainSecrets(Runtime):
+    """The secret verbs of a runtime whose values live in its `keychain` (local, docker):
+    recorded in the manifest first, then stored; the manifest never holds a value."""
+
+    keychain: Keychain
+
+    def set_secret(self, sandbox: str, secret: Secret) -> None:
+        sandbox = validate_name(sandbox)
+        self.record(Kind.SECRET, sandbox, secret.env, sandbox=sandbox, hosts=",".join(secret.hosts))
+        self.keychain.put(sandbox, secret)
+
+    def has_secret(self, sandbox: str, host: str) -> bool:
+        return self.keychain.has(validate_name(sandbox), host)
+
+    def remove_secret(self, sandbox: str, host: str, placeholder: str) -> None:
+        self.keychain.drop(validate_name(sandbox), host=host)

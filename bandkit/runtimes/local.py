@@ -35,15 +35,13 @@ from bandkit.runtimes import boxnet, hostbox
 from bandkit.runtimes.base import (
     ExecResult,
     Logs,
-    Runtime,
     RuntimeName,
     SandboxError,
     SandboxSpec,
     SandboxStatus,
-    Secret,
     validate_name,
 )
-from bandkit.runtimes.keychain import Keychain
+from bandkit.runtimes.keychain import Keychain, KeychainSecrets
 
 NO_ISOLATION = (
     "local runtime: no isolation; the agent runs as a host process with this host's "
@@ -65,7 +63,7 @@ def _others_can_traverse(path: Path) -> bool:
     return True
 
 
-class LocalRuntime(Runtime):
+class LocalRuntime(KeychainSecrets):
     name = RuntimeName.LOCAL
 
     def __init__(self, run_dir: Path, *, manifest: Manifest | None = None) -> None:
@@ -198,17 +196,7 @@ class LocalRuntime(Runtime):
             return []
         return sorted(p.name for p in root.iterdir() if (p / "sandbox.json").is_file())
 
-    # -- secrets
-    def set_secret(self, sandbox: str, secret: Secret) -> None:
-        sandbox = validate_name(sandbox)
-        self.record(Kind.SECRET, sandbox, secret.env, sandbox=sandbox, hosts=",".join(secret.hosts))
-        self.keychain.put(sandbox, secret)
-
-    def has_secret(self, sandbox: str, host: str) -> bool:
-        return self.keychain.has(validate_name(sandbox), host)
-
-    def remove_secret(self, sandbox: str, host: str, placeholder: str) -> None:
-        self.keychain.drop(validate_name(sandbox), host=host)
+    # -- secrets: `KeychainSecrets`
 
     def _remove_secret_entry(self, resource: Resource) -> None:
         sandbox = validate_name(resource.details["sandbox"])
