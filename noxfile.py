@@ -1,7 +1,12 @@
 """Checks. Each session installs from the lock through `_sync` and runs one tool.
 
-`nox` with no arguments runs the default checks (tests, lint, typecheck, docker_tests); CI runs one
-lane per session name, the matrix coming from `nox -s lanes` (see bandkit/lanes.py).
+`nox` with no arguments runs the default checks (tests, e2e, lint, typecheck, docker_tests);
+CI runs one lane per session name, the matrix coming from `nox -s lanes` (see
+bandkit/ci/lanes.py). The three test lanes split by marker: `tests` is the everyday loop
+(no `e2e`, `docker` or `live` mark; every test within 20 s), `e2e` the whole commands, and
+`docker_tests` everything that needs a daemon. Each runs on pytest-xdist workers.
+`floors` installs every direct dependency at its declared floor and runs a part of `tests`
+there (a CI lane, not a default session: it resolves against PyPI).
 """
 
 from __future__ import annotations
@@ -12,13 +17,14 @@ from pathlib import Path
 
 import nox
 
+from bandkit.ci import floors as floor_check
 from bandkit.dockercli import docker_answers
 
 # run_install (used by _sync) so `nox -R` skips reinstalls; uv backend since 2024.
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["tests", "lint", "typecheck", "docker_tests"]
+nox.options.sessions = ["tests", "e2e", "lint", "typecheck", "docker_tests"]
 
 ROOT = Path(__file__).parent
 # Every uv project with its own lock besides the root one (`uv lock --check` in lint).
@@ -30,7 +36,8 @@ LOCKED_PROJECTS = (
     "examples/docker_demo/agents/dev",
     "examples/docker_demo/agents/architect",
 )
-WORKFLOWS = ROOT / ".github" / "workflows"
+GITHUB = ROOT / ".github"  # the workflows and dependabot.yml
+WORKFLOWS = GITHUB / "workflows"
 # hadolint's inputs: every tracked or new Dockerfile* in any folder (git pathspec).
 DOCKERFILES = ":(glob)**/Dockerfile*"
 
@@ -53,13 +60,17 @@ def _pytest(
     session: nox.Session,
     *,
     marks: str,
+    workers: int,
     groups: tuple[str, ...] = ("dev",),
     pytest_args: tuple[str, ...] = (),
 ) -> None:
+    """pytest on `workers` xdist workers (0: in this process; `-n 0` in posargs too), each
+    taking the next test as it frees up; the slowest 15 are listed, so CI shows where its
+    minutes go."""
     _sync(session, *groups)
     session.run("uv", "--version", external=True)
-    # The slowest tests are listed at the end, so CI shows where its minutes go.
-    session.run("pytest", "-m", marks, "--durations=30", *pytest_args, *session.posargs)
+    parallel = ("-n", str(workers), "--dist", "worksteal") if workers else ("-n", "0")
+    session.run("pytest", "-m", marks, "--durations=15", *parallel, *pytest_args, *session.posargs)
 
 
 def _git_files(session: nox.Session, pattern: str) -> list[str]:
@@ -80,10 +91,21 @@ def _git_files(session: nox.Session, pattern: str) -> list[str]:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Unit and integration tests (no Docker, no live platform). Posargs go to pytest."""
+    """The everyday loop: unit and in-process integration tests, network denied, each
+    within 20 s. Posargs go to pytest."""
+    _pytest(
+        session, marks="not e2e and not docker and not live", workers=3, pytest_args=DENY_NETWORK
+    )
+
+
+@nox.session
+def e2e(session: nox.Session) -> None:
+    """Whole commands as a user runs them: demo.up, smoke.run, the README walkthroughs, the
+    kill drills, fresh clones, the browser. No Docker (that is docker_tests)."""
     _pytest(
         session,
-        marks="not docker and not live",
+        marks="e2e and not docker and not live",
+        workers=4,
         groups=("dev", "browser"),
         pytest_args=DENY_NETWORK,
     )
@@ -98,13 +120,15 @@ def docker_tests(session: nox.Session) -> None:
                 "no Docker daemon answers: run `uv run invoke ci.prepare --lane docker_tests`"
             )
         session.skip("no Docker daemon answers (`uv run invoke ci.prepare --lane docker_tests`)")
-    _pytest(session, marks="docker")
+    # The parallel part, then the tests that restart the Docker daemon itself, alone.
+    _pytest(session, marks="docker and not exclusive", workers=3)
+    _pytest(session, marks="docker and exclusive", workers=0)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff, lock freshness, shellcheck on every *.sh, actionlint and zizmor on the workflows,
-    hadolint on every Dockerfile."""
+    """ruff, lock freshness, shellcheck on every *.sh, actionlint on the workflows, zizmor on
+    them and on dependabot.yml, hadolint on every Dockerfile."""
     _sync(session, "dev")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
@@ -119,9 +143,10 @@ def lint(session: nox.Session) -> None:
     else:
         session.warn("shellcheck not installed; skipping (apt-get install shellcheck)")
     session.run("actionlint", *sorted(str(p) for p in WORKFLOWS.glob("*.yml")))
-    # Workflow security (template injection, pins, permissions, cache poisoning); offline,
-    # so it never asks GitHub. Clean, with no ignores: a finding is fixed, not silenced.
-    session.run("zizmor", "--offline", "--no-progress", str(WORKFLOWS.relative_to(ROOT)))
+    # Workflow security (template injection, pins, permissions, cache poisoning) and the
+    # Dependabot config (its cooldown); offline, so it never asks GitHub. A finding is fixed,
+    # not silenced.
+    session.run("zizmor", "--offline", "--no-progress", str(GITHUB.relative_to(ROOT)))
     session.run("hadolint", *_dockerfiles(session))
 
 
@@ -136,9 +161,40 @@ def _dockerfiles(session: nox.Session) -> list[str]:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict over the library, tasks.py and this noxfile."""
+    """mypy --strict over the library, the launcher, the smoke, the examples, the tasks and
+    this noxfile (`[tool.mypy] files`)."""
     _sync(session, "dev")
     session.run("mypy")
+
+
+# The floors run on requires-python's floor, the oldest interpreter the project supports.
+FLOORS_PYTHON = "3.11"
+
+
+@nox.session(python=FLOORS_PYTHON)
+def floors(session: nox.Session) -> None:
+    """Every direct dependency at its declared floor: uv's lowest-direct resolution into
+    this session's venv (the test tools at their locked versions), then every module
+    imports and the fast tests that use each dependency pass (bandkit/ci/floors.py).
+    Not a default session: it resolves against PyPI. Posargs go to pytest."""
+    python = str(Path(session.bin) / "python")
+    tmp = Path(session.create_tmp())
+    tools = tmp / "test-tools.txt"
+    tools.write_text("".join(f"{pin}\n" for pin in floor_check.locked(ROOT / "uv.lock")))
+    pins = tmp / "floors.txt"
+    pins.unlink(missing_ok=True)  # `uv pip compile` would prefer the last run's pins
+    uv_pip = ("uv", "pip")
+    session.run_install(
+        *uv_pip, "compile", "--quiet", "--resolution", "lowest-direct", "--python", python,
+        "pyproject.toml", str(tools), "--output-file", str(pins), external=True,
+    )  # fmt: skip
+    session.run_install(*uv_pip, "sync", "--quiet", "--python", python, str(pins), external=True)
+    session.run_install(
+        *uv_pip, "install", "--quiet", "--no-deps", "--python", python, "-e", ".", external=True
+    )
+    session.run("python", "-m", "bandkit.ci.floors")
+    fast = ("-m", "not e2e and not docker and not live", "-n", "2", *DENY_NETWORK)
+    session.run("pytest", *fast, *floor_check.TESTS, *session.posargs)
 
 
 @nox.session

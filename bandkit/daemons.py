@@ -2,10 +2,12 @@
 
 The background side (the `service` modules):
 
-Two facts each service needs: whether a recorded pid still runs our module (a pid is
-reused by the kernel, so the command line is checked, never the pid alone), and a bounded
-stop (SIGTERM, wait on a pidfd, then SIGKILL). The foreground side (`python -m ...`): the
-listening socket, signals wired to a graceful stop, and the banner once ready.
+Three facts each service needs: whether a recorded pid still runs our module (a pid is
+reused by the kernel, so the command line is checked, never the pid alone), the banner a
+starting service prints once ready (`read_banner`), and a bounded stop (SIGTERM, wait on
+a pidfd, then SIGKILL); and the end of its log (`tail`). The foreground side (`python -m ...`): the
+listening socket, the uvicorn server driven phase by phase (`Uvicorn`), signals wired to a
+graceful stop, the banner once ready, and the host part of the URLs it prints.
 """
 
 from __future__ import annotations
@@ -16,10 +18,18 @@ import os
 import select
 import signal
 import socket
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from bandkit import processes
+from bandkit.errors import BandkitError
+
+if TYPE_CHECKING:
+    import uvicorn
 
 log = logging.getLogger("bandkit.daemons")
 
@@ -28,11 +38,41 @@ KILL_WAIT_S = 5.0
 
 def runs_module(pid: int, module: str) -> bool:
     """True only if `pid` is alive and runs `python -m <module>`."""
+    arguments = processes.cmdline(pid)
+    return arguments is not None and module.encode() in arguments
+
+
+READY_LINE = b"Ctrl-C to stop.\n"  # the banner's last line
+
+
+def read_banner(
+    proc: subprocess.Popen[bytes], timeout: float, *, what: str, error: type[BandkitError]
+) -> list[str]:
+    """The lines `proc` prints once ready (up to "Ctrl-C to stop."), within `timeout`;
+    else `error` naming `what` (it never reported ready, or it exited first)."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    buffer = b""
+    fd = proc.stdout.fileno()
+    while READY_LINE not in buffer:
+        remaining = deadline - time.monotonic()
+        ready, _, _ = select.select([fd], [], [], max(remaining, 0))
+        if not ready:
+            raise error(f"{what} did not report ready within {timeout:.0f}s")
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            raise error(f"{what} exited during startup")
+        buffer += chunk
+    return buffer.decode("utf-8", errors="replace").splitlines()
+
+
+def tail(path: Path, lines: int) -> str:
+    """The last `lines` lines of `path` ("" when it cannot be read)."""
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return False
-    return module.encode() in cmdline
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
 
 
 def stop(pid: int, *, timeout: float) -> str:
@@ -95,6 +135,59 @@ def listen(host: str, port: int, *, backlog: int) -> socket.socket:
         ) from None
     sock.setblocking(False)
     return sock
+
+
+def url_host(host: str) -> str:
+    """`host` as the host part of a URL: a wildcard bind as loopback, IPv6 in brackets."""
+    if host in ("0.0.0.0", ""):  # noqa: S104 - rendering, not binding
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+class Uvicorn:
+    """One uvicorn server driven from our own loop: `start` on a socket we bound (so a busy
+    port is our error, not uvicorn's `sys.exit`), `wait` until `stop()` (an event, never
+    uvicorn's polling main loop), and a `shutdown` bounded by its timeout."""
+
+    def __init__(self, log: logging.Logger) -> None:
+        self.server: uvicorn.Server | None = None
+        self._stop = asyncio.Event()
+        self._log = log  # the server's own logger: its operator reads that one
+
+    async def start(self, config: uvicorn.Config, sock: socket.socket) -> None:
+        import uvicorn  # the services' background side imports this module without it
+
+        server = uvicorn.Server(config)
+        # What uvicorn's own `_serve` does before `startup` (we skip its main loop).
+        config.load()
+        server.lifespan = config.lifespan_class(config)
+        await server.startup(sockets=[sock])
+        self.server = server
+
+    async def wait(self) -> None:
+        await self._stop.wait()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def force(self) -> None:
+        """Stop waiting for open connections during shutdown."""
+        if self.server is not None:
+            self.server.force_exit = True
+
+    async def shutdown(self, timeout: float) -> None:
+        """Stop uvicorn: its graceful shutdown, abandoned after `timeout` (+1 s)."""
+        server = self.server
+        if server is None:
+            return
+        server.config.timeout_graceful_shutdown = max(1, round(timeout))
+        try:
+            await asyncio.wait_for(server.shutdown(), timeout=timeout + 1.0)
+        except TimeoutError:
+            self._log.error("shutdown did not finish within %.1f s; leaving the rest", timeout)
+        self.server = None
 
 
 async def run_until_signalled(server: Serving) -> None:

@@ -1,12 +1,12 @@
-"""Calling the docker CLI: argv lists, a timeout on every call, one error type."""
+"""Calling the docker CLI (through `tools.run`): argv lists, a timeout on every call, one
+error type."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
+from bandkit import tools
 from bandkit.errors import BandkitError
 
 __all__ = [
@@ -37,18 +37,15 @@ def server_version(
     The one daemon probe: a missing client, a hung daemon (timeout) and any error all
     answer None, never raise. `env` (e.g. DOCKER_HOST) selects another daemon.
     """
-    if shutil.which("docker") is None:
-        return None
     try:
-        proc = subprocess.run(
+        proc = tools.run(
             ["docker", "info", "--format", "{{.ServerVersion}}"],
-            capture_output=True,
-            text=True,
-            check=False,
+            what="docker info",
             timeout=timeout_s,
-            env=None if env is None else {**os.environ, **env},
+            env=env,
+            check=False,
         )
-    except (subprocess.TimeoutExpired, OSError):
+    except tools.ToolError:
         return None
     version = proc.stdout.strip()
     return version if proc.returncode == 0 and version else None
@@ -76,19 +73,16 @@ def docker(
     env: Mapping[str, str] | None = None,
     check: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `docker <argv>`; raise ImageError with the tail of stderr on failure."""
-    proc = subprocess.run(
+    """Run `docker <argv>`; ImageError (`tools.run`'s line) when docker is missing, does
+    not finish within `timeout_s`, or (under `check`) fails."""
+    return tools.run(
         ["docker", *argv],
-        capture_output=True,
-        text=True,
-        check=False,
+        what=f"docker {argv[0]}",
         timeout=timeout_s,
-        env={**os.environ, **(env or {})},
+        env=env,
+        check=check,
+        error=ImageError,
     )
-    if check and proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
-        raise ImageError(f"`docker {argv[0]}` failed (exit {proc.returncode}):\n{tail}")
-    return proc
 
 
 def image_exists(ref: str) -> bool:

@@ -8,11 +8,11 @@ else degrades a feature, and the table says which.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bandkit import tools
 from bandkit.dockercli import server_version
 
 MIN_PYTHON = (3, 11)
@@ -41,13 +41,11 @@ class Result:
 def _run(argv: Sequence[str]) -> tuple[int, str]:
     """Run a probe command; (returncode, first line of output). 127 when it cannot start."""
     try:
-        proc = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
-        )
-    except FileNotFoundError:
-        return 127, "not found"
-    except subprocess.TimeoutExpired:
-        return 124, f"timed out after {PROBE_TIMEOUT_S:.0f}s"
+        proc = tools.run(argv, what=argv[0], timeout=PROBE_TIMEOUT_S, check=False)
+    except tools.ToolError as exc:
+        if exc.returncode == tools.TIMED_OUT:
+            return exc.returncode, f"timed out after {PROBE_TIMEOUT_S:.0f}s"
+        return exc.returncode, "not found"
     out = (proc.stdout or proc.stderr).strip().splitlines()
     return proc.returncode, out[0].strip() if out else ""
 

@@ -11,7 +11,10 @@ The flow for a mutating task:
 3. `teardown(manifest, removers)` walks the entries in reverse order, calls the remover
    registered for each kind, drops an entry from the file only once its removal
    succeeded, reports every failure, and deletes the manifest only when nothing is left.
-   It is idempotent: run it again until it reports clean.
+   It is idempotent: run it again until it reports clean. A remover that finds nothing
+   left to remove for a reason worth saying (the platform an agent lived on is gone with
+   its state; the operator chose to forget an unreachable one) raises `Cleared`: the
+   entry is dropped and the reason reported (`cleared ...`), never a silent success.
 
 Entries hold names, ids and paths only; never a secret value (`record` refuses a detail
 that looks like one of the values passed as `secrets=`, and tests grep manifests for a
@@ -54,6 +57,7 @@ class Kind(StrEnum):
     ROOM = "room"
     PROCESS = "process"
     WORKSPACE = "workspace"
+    TEMPLATE = "template"  # an image loaded into a sandbox runtime's image store (sbx)
 
 
 class Resource(BaseModel):
@@ -185,12 +189,19 @@ class Manifest:
 Remover = Callable[[Resource], None]
 
 
+class Cleared(Exception):
+    """Raised by a remover: there is nothing to remove (or nothing we may still reach),
+    and the entry is to be dropped; the message says why, for the report."""
+
+
 @dataclass
 class TeardownReport:
-    """What teardown removed and what it could not (with a message per failure)."""
+    """What teardown removed, what it cleared without removing (with the reason) and what
+    it could not remove (with a message per failure)."""
 
     removed: list[Resource] = field(default_factory=list)
     failed: list[tuple[Resource, str]] = field(default_factory=list)
+    cleared: list[tuple[Resource, str]] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -198,6 +209,7 @@ class TeardownReport:
 
     def lines(self) -> list[str]:
         out = [f"removed {r.ref}" for r in self.removed]
+        out += [f"cleared {r.ref}: {msg}" for r, msg in self.cleared]
         out += [f"FAILED {r.ref}: {msg}" for r, msg in self.failed]
         return out
 
@@ -222,12 +234,20 @@ def teardown(
             continue
         try:
             remover(resource)
+        except Cleared as exc:
+            manifest.forget(resource)
+            report.cleared.append((resource, _redacted(str(exc), secrets)))
+            continue
         except Exception as exc:
-            message = str(exc) or type(exc).__name__
-            for secret in secrets:
-                message = message.replace(secret, "***")
+            message = _redacted(str(exc) or type(exc).__name__, secrets)
             report.failed.append((resource, message))
             continue
         manifest.forget(resource)
         report.removed.append(resource)
     return report
+
+
+def _redacted(message: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        message = message.replace(secret, "***")
+    return message

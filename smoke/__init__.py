@@ -17,8 +17,8 @@ The flow, one run at a time (state in `.sandbox-smoke/`, see `smoke.state`):
 
 `invoke smoke.run` does all of it automatically and offline (`smoke.run.run_all`: the
 docker runtime when a daemon answers and the kit image is built, else the local one; the
-smoke's own local platform; the drills in `smoke.drills`, `smoke.local_drills` and
-`smoke.docker_drills`, plus a platform restart); the other `smoke.*` tasks are the
+smoke's own local platform; the drills in `smoke.drills`: a network cut, a sleep/wake, a daemon
+restart and a platform restart); the other `smoke.*` tasks are the
 operator's manual steps on the same state and report (`smoke/README.md`).
 
 Each phase has exactly one operator message (`smoke.state.OPERATOR_MESSAGES`). The state

@@ -8,14 +8,14 @@ Layout under a run directory (`.run` by default):
                        runtimes' state (runtimes/local/...) and workspaces/<run_id>/, the
                        run's copy of smoke/agent (provisioning writes agent.id there)
 
-As root the local runtime runs the agent as the agent uid, which must be able to enter
-`smoke-kit/`: every directory above it must be searchable by others (`check_reachable`).
+The run directory may be private (`platform.up` makes `.run` 0700, pytest's tmp is 0700):
+as root the local runtime then keeps the box outside it (`LocalRuntime.boxes_root`) and
+stages the workspace copy into the box (`bandkit.runtimes.boxworkspace`), as it does for
+`kit.provision`; docker mounts the workspace into its container.
 """
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from smoke.state import SmokeState, StateError, StateStore
+from bandkit.terminal import printable
+from smoke.state import SmokeState, StateStore
 
 AGENT_SRC = Path(__file__).resolve().parent / "agent"
 Log = Callable[[str], None]
@@ -34,7 +35,8 @@ def utc_now() -> datetime:
 
 
 def stderr_log(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    """The smoke's progress on stderr; a line may quote the agent's log (escaped)."""
+    print(printable(line), file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -62,32 +64,6 @@ class Layout:
 
     def manifest(self, sandbox: str) -> Path:
         return self.kit_dir / "provision" / sandbox / "manifest.json"
-
-
-def unreachable_dirs(path: Path) -> list[Path]:
-    """Directories on the way to `path` that other users cannot enter (o+x missing)."""
-    bad = []
-    for parent in [*reversed(Path(path).absolute().parents), Path(path).absolute()]:
-        try:
-            mode = parent.stat().st_mode
-        except FileNotFoundError:
-            break
-        if not mode & stat.S_IXOTH:
-            bad.append(parent)
-    return bad
-
-
-def check_reachable(path: Path) -> None:
-    """As root, refuse a root the agent uid could not enter (it runs as another user)."""
-    if os.geteuid() != 0:
-        return
-    bad = unreachable_dirs(path)
-    if bad:
-        raise StateError(
-            f"the agent runs as another user and cannot enter {bad[0]} (mode "
-            f"{stat.S_IMODE(bad[0].stat().st_mode):o}); pass --run-dir under /tmp or "
-            f"`chmod o+x {bad[0]}`"
-        )
 
 
 @dataclass

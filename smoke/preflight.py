@@ -1,7 +1,8 @@
 """Preflight: one PASS/FAIL line per precondition, never a value (no URL, key or path).
 
 Checks for every run: uv and the SDK are installed, the smoke agent's workspace is
-complete, the run directory is one the agent uid can enter (as root), the runtime is
+complete, the run directory can be made and written (a private one is fine: as root the
+local runtime keeps the box outside it and stages the workspace), the runtime is
 usable (docker: also the kit image is built and the daemon drill can restart the
 Docker daemon). Then, by platform:
 
@@ -16,11 +17,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from smoke.context import AGENT_SRC, unreachable_dirs
+from bandkit.errors import BandkitError
+from bandkit.fsio import may_write
+from smoke.context import AGENT_SRC
 from smoke.target import REST_URL_ENV, USER_KEY_ENV, WS_URL_ENV, TargetError, guard
 
 
@@ -34,10 +38,18 @@ class Check:
         return f"PASS  {self.name}" if self.ok else f"FAIL  {self.name}: {self.fix}"
 
 
+# What a check's probe raises when its precondition does not hold: our own clear errors
+# (no uv, a daemon the drill cannot restart), a missing binary or file, a missing
+# package, a command past its timeout.
+_NOT_MET = (BandkitError, OSError, ImportError, subprocess.SubprocessError)
+
+
 def _safe(test: Callable[[], bool]) -> bool:
+    """The probe's answer, False when it raises one of `_NOT_MET` (the line names the
+    fix); anything else is a bug in the probe and surfaces with its traceback."""
     try:
         return test()
-    except Exception:
+    except _NOT_MET:
         return False
 
 
@@ -63,11 +75,6 @@ def _watchdog() -> bool:
 
 def _agent_workspace() -> bool:
     return all((AGENT_SRC / name).is_file() for name in ("band.yaml", "main.py", "uv.lock"))
-
-
-def _reachable(run_dir: Path) -> bool:
-    existing = next((p for p in (run_dir, *run_dir.parents) if p.exists()), Path("/"))
-    return os.geteuid() != 0 or not unreachable_dirs(existing)
 
 
 def _emulator() -> bool:
@@ -101,8 +108,8 @@ def _docker_extra(runtime: str) -> list[Check]:
     """For the automated docker drills: the kit image, a daemon the drill can restart."""
     if runtime != "docker":
         return []
+    from bandkit.ci import dockerd
     from bandkit.dockercli import image_exists
-    from bandkit.runtimes import dockerd
     from bandkit.runtimes.docker import DEFAULT_IMAGE
 
     return [
@@ -127,9 +134,9 @@ def checks(run_dir: Path, *, runtime: str = "local") -> list[Check]:
         Check("SDK heartbeat watchdog readable", _safe(_watchdog), "run `uv sync`"),
         Check("smoke agent workspace complete", _agent_workspace(), "restore smoke/agent"),
         Check(
-            "run directory reachable by the agent uid",
-            _reachable(Path(run_dir).absolute()),
-            "pass --run-dir under /tmp, or make its parents searchable (chmod o+x)",
+            "run directory writable",
+            may_write(Path(run_dir)),
+            "fix its permissions, or pass --run-dir DIR (or set run_dir in invoke.yaml)",
         ),
         _runtime(runtime),
         *_docker_extra(runtime),

@@ -21,49 +21,16 @@ Labels (`smoke.state.Label`): `provision` makes a fresh agent and room for the r
 
 Every probe is appended to the state (a retry appends another attempt) before it
 returns; a failed one raises `ProbeFailed` after recording (`smoke.outcome`), so the
-task exits 1. This module re-exports what the rest of the smoke uses from those modules.
+task exits 1.
 """
 
 from __future__ import annotations
 
-from smoke.cleanup import CleanupReport, cleanup, cleanup_for_reprovision
 from smoke.context import Recorder
-from smoke.outcome import ProbeFailed, fail, passed, reason
-from smoke.outcome import redact as _redact
-from smoke.provision import provision, runtime_for
-from smoke.roundtrip import (
-    REPLY_TIMEOUT_S,
-    Ack,
-    await_ack,
-    new_token,
-    online,
-    round_trip,
-    run_async,
-    send_marker,
-)
+from smoke.outcome import fail, passed, reason
+from smoke.roundtrip import REPLY_TIMEOUT_S, Ack, round_trip, run_async
 from smoke.state import Label
 from smoke.target import Target
-
-__all__ = [  # what the rest of the smoke uses from here
-    "REPLY_TIMEOUT_S",
-    "Ack",
-    "CleanupReport",
-    "ProbeFailed",
-    "_redact",
-    "await_ack",
-    "cleanup",
-    "cleanup_for_reprovision",
-    "fail",
-    "new_token",
-    "online",
-    "passed",
-    "probe",
-    "provision",
-    "round_trip",
-    "run_async",
-    "runtime_for",
-    "send_marker",
-]
 
 
 def probe(

@@ -2,7 +2,7 @@
 
 `run_all` on the smoke's own local platform (127.0.0.1) and the local or the docker
 runtime (`runtime_choice`: auto is docker when a daemon answers and the kit image is
-built, else local; the drills are `smoke.local_drills` / `smoke.docker_drills`):
+built, else local; the drills are `smoke.drills.local` / `smoke.drills.docker`):
 
     provision → initial probe → network cut → sleep/wake → daemon restart →
     platform restart → cleanup → evidence report
@@ -32,12 +32,16 @@ from bandkit.errors import BandkitError
 from bandkit.runtimes.base import SandboxError
 from bandkit.runtimes.docker import DEFAULT_IMAGE
 from bandkit.runtimes.select import resolve_name
-from smoke import docker_drills, local_drills
 from smoke import drills as dr
-from smoke import probe as pr
 from smoke import report as rp
 from smoke import state as st
-from smoke.context import Layout, Log, Recorder, check_reachable, stderr_log, utc_now
+from smoke.cleanup import cleanup, cleanup_for_reprovision
+from smoke.context import Layout, Log, Recorder, stderr_log, utc_now
+from smoke.drills import docker as docker_drills
+from smoke.drills import local as local_drills
+from smoke.outcome import ProbeFailed, fail, redact
+from smoke.probe import probe
+from smoke.provision import provision, runtime_for
 from smoke.state import TERMINAL, Label, Phase, SmokeState
 from smoke.target import Target, choose, local_target
 
@@ -60,7 +64,8 @@ class Options:
     drills: list[dr.Drill] = field(default_factory=lambda: list(dr.Drill))
     runtime: str = "local"
     agent_env: dict[str, str] = field(default_factory=dict)  # knobs for the smoke agent
-    freeze_s: float | None = None  # None: the SDK's watchdog threshold + margin
+    freeze_s: float | None = None  # None: the agent's watchdog threshold + margin
+    watchdog_s: float | None = None  # the smoke agent's watchdog (None: the SDK's own)
     network_outage_s: float | None = None  # None: local 8 s, docker past the SDK watchdog
     platform_down_s: float = dr.PLATFORM_DOWN_S
     daemon_down_s: float = dr.DAEMON_DOWN_S
@@ -157,7 +162,6 @@ def run_all(run_dir: Path, options: Options | None = None, *, log: Log = stderr_
     layout = Layout(Path(run_dir).absolute())
     runtime = runtime_choice(options.runtime, options.image, log)
     layout.run_dir.mkdir(parents=True, exist_ok=True)
-    check_reachable(layout.run_dir)
     rec = fresh_run(layout, log)
     rec.update(st.with_fields, sdk_version=sdk_version(), runtime=runtime)
     log(f"smoke: run {rec.state.run_id} ({', '.join(options.drills)}) on the {runtime} runtime")
@@ -165,10 +169,10 @@ def run_all(run_dir: Path, options: Options | None = None, *, log: Log = stderr_
     results: list[dr.DrillResult] = []
     try:
         _drive(rec, layout, target, runtime, options, results)
-    except pr.ProbeFailed as exc:
+    except ProbeFailed as exc:
         _fail_run(rec, str(exc))
     except Exception as exc:  # a drill that crashed: recorded, then cleaned up
-        _fail_run(rec, pr._redact(f"{type(exc).__name__}: {exc}", target))
+        _fail_run(rec, redact(f"{type(exc).__name__}: {exc}", target))
     finally:
         leftovers = _finish(rec, layout, target, runtime)
     evidence = write_report(layout, rec.state)
@@ -192,26 +196,32 @@ def _drive(
     options: Options,
     results: list[dr.DrillResult],
 ) -> None:
-    pr.provision(
-        rec, layout, target, runtime=runtime, agent_env=options.agent_env, image=options.image
-    )
-    pr.probe(rec, target, Label.INITIAL)
+    agent_env = dict(options.agent_env)
+    if options.watchdog_s is not None:
+        agent_env[dr.AGENT_WATCHDOG_ENV] = f"{options.watchdog_s:g}"
+    watchdog_s = options.watchdog_s if options.watchdog_s is not None else dr.sdk_watchdog()[1]
+    provision(rec, layout, target, runtime=runtime, agent_env=agent_env, image=options.image)
+    probe(rec, target, Label.INITIAL)
     docker = runtime == "docker"
     outage = options.network_outage_s
     if outage is None:
-        outage = docker_drills.default_network_outage_s() if docker else dr.NETWORK_OUTAGE_S
+        outage = (
+            docker_drills.default_network_outage_s(watchdog_s) if docker else dr.NETWORK_OUTAGE_S
+        )
+    freeze_s = options.freeze_s if options.freeze_s is not None else dr.default_freeze_s(watchdog_s)
     box_type = docker_drills.DockerBox if docker else local_drills.LocalBox
     runners = docker_drills.RUNNERS if docker else local_drills.RUNNERS
     ctx = dr.DrillContext(
         rec=rec,
         layout=layout,
         target=target,
-        box=box_type(pr.runtime_for(layout, runtime), rec.state.sandbox_name),
+        box=box_type(runtime_for(layout, runtime), rec.state.sandbox_name),
         runtime=runtime,
-        agent_env=options.agent_env,
+        agent_env=agent_env,
         reconnect_timeout_s=options.reconnect_timeout_s,
         network_outage_s=outage,
-        freeze_s=options.freeze_s if options.freeze_s is not None else dr.default_freeze_s(),
+        freeze_s=freeze_s,
+        watchdog_s=watchdog_s,
         daemon_down_s=options.daemon_down_s,
         platform_down_s=options.platform_down_s,
         relaunch=options.relaunch,
@@ -227,7 +237,7 @@ def _drive(
         try:
             result = runners[drill](ctx)
         except dr.DrillError as exc:  # the drill itself could not be carried out
-            pr.fail(rec, dr.LABELS[drill], "", f"the {drill} drill could not run: {exc}")
+            fail(rec, dr.LABELS[drill], "", f"the {drill} drill could not run: {exc}")
             _fail_run(rec, f"the {drill} drill could not run: {exc}")
             return
         results.append(result)
@@ -239,7 +249,7 @@ def _drive(
 
 def _finish(rec: Recorder, layout: Layout, target: Target, runtime: str) -> list[str]:
     """Cleanup (recorded), leftovers checked, the platform stopped, the phase's end."""
-    report = pr.cleanup(rec, layout, target)
+    report = cleanup(rec, layout, target)
     found = leftovers(layout, target, rec.state, runtime)
     stop_platform(layout, target)
     text = "; ".join(found) if found else f"none: {CHECKED}"
@@ -325,25 +335,24 @@ def step_probe(
             )
         if rec.state.phase is Phase.DAEMON_RESTART and rec.state.agent_id:
             target = choose(layout.platform_dir, start_local=False)
-            report = pr.cleanup_for_reprovision(rec, layout, target)
+            report = cleanup_for_reprovision(rec, layout, target)
             if not report.clean:
                 raise SmokeError("reaping the old agent failed: " + "; ".join(report.problems))
         else:
             target = choose(layout.platform_dir, start_local=True)
-        check_reachable(layout.run_dir)
         name = runtime_name(runtime)
         rec.update(st.with_fields, sdk_version=sdk_version())
-        pr.provision(rec, layout, target, runtime=name, agent_env=agent_env)
+        provision(rec, layout, target, runtime=name, agent_env=agent_env)
         return rec.state
     target = choose(layout.platform_dir, start_local=False)
     if label is Label.CLEANUP:
-        report = pr.cleanup(rec, layout, target)
+        report = cleanup(rec, layout, target)
         if not report.clean:
-            raise pr.ProbeFailed("cleanup left ids behind: " + "; ".join(report.problems))
+            raise ProbeFailed("cleanup left ids behind: " + "; ".join(report.problems))
         if rec.state.phase is Phase.DAEMON_RESTART:
             rec.update(st.advance, Phase.COMPLETED)
         return rec.state
-    pr.probe(rec, target, label)
+    probe(rec, target, label)
     return rec.state
 
 
@@ -384,7 +393,7 @@ def step_clean(run_dir: Path, *, log: Log = stderr_log) -> list[str]:
     else:
         target = choose(layout.platform_dir, start_local=True)
         rec = Recorder(layout.store, state or layout.store.begin(utc_now()), log=log)
-        report = pr.cleanup(rec, layout, target)
+        report = cleanup(rec, layout, target)
         lines += report.lines + [f"NOT REAPED: {p}" for p in report.problems]
         if report.clean and rec.state.phase not in TERMINAL:
             if rec.state.phase is Phase.DAEMON_RESTART:

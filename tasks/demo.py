@@ -49,7 +49,7 @@ def demo_up(
     run_dir: str = "",
 ) -> None:
     """Hold the design meeting: Maya (PM), Sam (Dev), Jordan (Architect), each sandboxed."""
-    from bandkit.demo.options import UpOptions
+    from bandkit.demo.preflight import UpOptions
     from bandkit.demo.run import up
     from examples.docker_demo.cast import DEFAULT_TOPIC
 
@@ -86,13 +86,22 @@ def demo_build(c: Context, brains: str = "scripted", no_cache: bool = False) -> 
         print(f"demo.build: {built.line()}")
 
 
-@task(name="down", help={"run_dir": RUN_DIR_HELP})
+@task(
+    name="down",
+    help={
+        "run_dir": RUN_DIR_HELP,
+        "forget_unreachable": (
+            "also clear the records of agents and rooms on a platform that does not answer "
+            "(each one listed), for a platform you know is gone for good"
+        ),
+    },
+)
 @reports("demo.down")
-def demo_down(c: Context, run_dir: str = "") -> None:
+def demo_down(c: Context, run_dir: str = "", forget_unreachable: bool = False) -> None:
     """Remove exactly what the last demo run recorded; safe to re-run until clean."""
     from bandkit.demo.teardown import down
 
-    if not down(resolve_run_dir(c, run_dir), log=print):
+    if not down(resolve_run_dir(c, run_dir), log=print, forget=forget_unreachable):
         raise BandkitError("some resources remain (listed above); fix what each says and re-run")
 
 
@@ -108,14 +117,31 @@ def demo_status(c: Context, run_dir: str = "") -> None:
 @task(
     name="logs",
     help={
-        "role": "pm, dev or architect",
+        "role": "pm, dev or architect (default: all three)",
         "lines": "how many of the last lines of each log (default 60)",
+        "follow": "keep going: every new line of the three sandboxes' logs, prefixed with "
+        "the role, as `docker compose logs -f`; ends with the run, or on Ctrl-C",
         "run_dir": RUN_DIR_HELP,
     },
 )
 @reports("demo.logs")
-def demo_logs(c: Context, role: str = "", lines: int = 60, run_dir: str = "") -> None:
-    """Show the end of one demo agent's startup and launcher logs (a `--keep` run)."""
-    from bandkit.demo.status import role_logs
+def demo_logs(
+    c: Context, role: str = "", lines: int = 60, follow: bool = False, run_dir: str = ""
+) -> None:
+    """Show the demo agents' startup and launcher logs; `--follow` streams them live."""
+    from bandkit.demo.status import role_logs, roles_for
 
-    print(role_logs(resolve_run_dir(c, run_dir), need(role, "--role", "pm"), lines=lines))
+    where = resolve_run_dir(c, run_dir)
+    if not follow:
+        print(role_logs(where, role, lines=lines))
+        return
+    from bandkit.demo.follow import follow as follow_run
+
+    try:
+        print(follow_run(where, roles=roles_for(role), lines=lines, out=_flushed), flush=True)
+    except KeyboardInterrupt:  # Ctrl-C is how a follow ends: not a failure
+        print("demo.logs: stopped", flush=True)
+
+
+def _flushed(line: str) -> None:
+    print(line, flush=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from invoke.context import Context
 from invoke.tasks import task
 
+from bandkit.terminal import printable
 from tasks._common import RUN_DIR_HELP, reports, resolve_run_dir
 
 
@@ -12,7 +13,10 @@ from tasks._common import RUN_DIR_HELP, reports, resolve_run_dir
     name="up",
     iterable=["allow_host"],
     help={
-        "port": "port to listen on; 0 picks a free one (default 0)",
+        "port": (
+            "port to listen on (default: the one this run directory's platform had, so its "
+            "agents find it again; the first time, a free one)"
+        ),
         "host": "address to bind; 0.0.0.0 lets containers reach it (default 127.0.0.1)",
         "tls": "serve https/wss with a generated local CA",
         "allow_host": (
@@ -33,7 +37,9 @@ def platform_up(
 ) -> None:
     """Start the local Band platform (emulator) in the background and wait until healthy.
 
-    Prints a one-time login link for the room pages (stdout only, never the log).
+    A platform that stopped or died comes back on the same address from its state (same
+    keys, rooms and agents). Prints a one-time login link for the room pages (stdout only,
+    never the log).
     """
     from bandkit.emulator import service
 
@@ -44,7 +50,10 @@ def platform_up(
         tls=tls,
         allow_hosts=tuple(allow_host or ()),
     )
-    print(f"platform.up: {'started' if started else 'already running'} (pid {record.pid})")
+    print(
+        f"platform.up: {'started' if started else 'already running'} (pid {record.pid}, "
+        f"platform id {record.platform_id or 'unknown'})"
+    )
     print(f"BAND_REST_URL={record.rest_url}\nBAND_WS_URL={record.ws_url}")
     print(f"user key file: {record.user_key_file}")
     print(service.login_link(record))
@@ -78,4 +87,4 @@ def platform_logs(c: Context, lines: int = 50, run_dir: str = "") -> None:
     """Show the end of the background platform's log."""
     from bandkit.emulator import service
 
-    print(service.logs(resolve_run_dir(c, run_dir), lines=lines))
+    print(printable(service.logs(resolve_run_dir(c, run_dir), lines=lines)))  # agents' requests

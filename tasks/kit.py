@@ -9,11 +9,13 @@ from invoke.exceptions import Exit
 from invoke.tasks import task
 
 from bandkit.errors import BandkitError
+from bandkit.terminal import printable
 from tasks._common import RUN_DIR_HELP, need, reports, resolve_run_dir
 
 SPEC_SHAPE_HELP = (
-    "which default spec when --spec is not given: legacy (spec.yaml, sbx 0.34-0.41), current "
-    "(spec-current.yaml, sbx 0.42.1+) or auto (from `sbx version`; legacy without sbx)"
+    "which default spec when --spec is not given: current (spec.yaml, sbx 0.42.1+), legacy "
+    "(sbx-below-0.42.1/spec.yaml, sbx below 0.42.1) or auto (from `sbx version`; current "
+    "without sbx)"
 )
 
 
@@ -142,17 +144,33 @@ def kit_provision(
         "name": "the --name given to kit.provision",
         "rest_url": "platform REST URL (same default rule as kit.provision)",
         "run_dir": RUN_DIR_HELP,
+        "forget_unreachable": (
+            "also clear the records of the agent and its room on a platform that does not "
+            "answer (each one listed), for a platform you know is gone for good"
+        ),
     },
 )
 @reports("kit.unprovision")
-def kit_unprovision(c: Context, name: str = "", rest_url: str = "", run_dir: str = "") -> None:
-    """Remove what kit.provision recorded for NAME (sandbox, key, agent, rooms); reset agent.id."""
+def kit_unprovision(
+    c: Context,
+    name: str = "",
+    rest_url: str = "",
+    run_dir: str = "",
+    forget_unreachable: bool = False,
+) -> None:
+    """Remove what kit.provision recorded for NAME (sandbox, key, agent, rooms); reset agent.id.
+
+    On a local platform whose state is gone the agent and its room are moot: cleared, and
+    said so. On one that does not answer but may come back they are kept (it says how to
+    bring it back) unless --forget-unreachable.
+    """
     from bandkit.kit import commands
 
     lines, clean = commands.main_unprovision(
         name=need(name, "--name", "my-agent"),
         rest_url=rest_url,
         run_dir=resolve_run_dir(c, run_dir),
+        forget=forget_unreachable,
     )
     print("\n".join(lines))
     if not clean:
@@ -182,8 +200,95 @@ def kit_ping(
         run_dir=resolve_run_dir(c, run_dir),
         timeout=timeout,
     )
-    print(pong.reply)
+    print(printable(pong.reply))  # the agent's text: its escape sequences stay inert
     print(f"kit.ping: answered in {pong.seconds * 1000:.0f} ms")
+
+
+@task(
+    name="status",
+    auto_shortflags=False,
+    help={
+        "rest_url": "platform REST URL for agents whose platform keeps no key file here",
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("kit.status")
+def kit_status(c: Context, rest_url: str = "", run_dir: str = "") -> None:
+    """List every agent provisioned here and, for each part (its platform, sandbox,
+    proxies, firewall, supervisor, connection), whether it is up; exit 1 if one is down."""
+    from bandkit.kit import resume
+
+    lines, up = resume.main_status(run_dir=resolve_run_dir(c, run_dir), rest_url=rest_url)
+    print(printable("\n".join(lines)))  # a platform's or sandbox's words may be in there
+    if not up:
+        raise Exit(code=1)
+
+
+@task(
+    name="resume",
+    auto_shortflags=False,
+    help={
+        "name": "the --name given to kit.provision (one agent)",
+        "all": "every agent provisioned in the run directory",
+        "rest_url": "platform REST URL for agents whose platform keeps no key file here",
+        "wait": "seconds to wait for each agent to connect (default 60)",
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("kit.resume")
+def kit_resume(
+    c: Context,
+    name: str = "",
+    all: bool = False,
+    rest_url: str = "",
+    wait: int = 60,
+    run_dir: str = "",
+) -> None:
+    """Bring back what a reboot or a crash took from an agent (or --all): its local
+    platform (same address, same state), proxies, firewall chain, container or sandbox,
+    supervisor; then wait until each is connected. Safe to re-run: what is up is kept."""
+    from bandkit.kit import resume
+
+    resume.main_resume(
+        run_dir=resolve_run_dir(c, run_dir),
+        name=name,
+        every=all,
+        rest_url=rest_url,
+        wait=wait,
+        log=lambda line: print(printable(line), flush=True),
+    )
+
+
+@task(
+    name="boot-unit",
+    auto_shortflags=False,
+    help={
+        "out": "where to write the unit file (it is not installed: the output says how)",
+        "environment_file": (
+            "an environment file for systemd to read (e.g. BAND_API_KEY_USER for a real "
+            "deployment; keep it 0600): the unit names it, never its contents"
+        ),
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("kit.boot-unit")
+def kit_boot_unit(c: Context, out: str = "", environment_file: str = "", run_dir: str = "") -> None:
+    """Write a systemd unit that runs `kit.resume --all` at boot (not installed)."""
+    import sys
+
+    from bandkit.fsio import write_atomic
+    from bandkit.kit import boot_unit
+
+    target = Path(need(out, "--out", boot_unit.UNIT_NAME)).absolute()
+    text = boot_unit.unit_text(
+        repo=Path.cwd(),
+        run_dir=resolve_run_dir(c, run_dir),
+        python=Path(sys.executable),
+        environment_file=Path(environment_file).absolute() if environment_file else None,
+    )
+    write_atomic(target, text, mode=0o644)
+    print(f"kit.boot-unit: wrote {target}")
+    print(f"kit.boot-unit: {boot_unit.install_hint(target)}")
 
 
 @task(
@@ -222,11 +327,10 @@ def kit_policy_log(c: Context, name: str = "", json: bool = False, run_dir: str 
     """Print every request sandbox NAME made out: allowed or blocked, with the rule."""
     from bandkit.kit import policy
 
-    print(
-        policy.policy_log(
-            name=need(name, "--name", "my-agent"), run_dir=resolve_run_dir(c, run_dir), as_json=json
-        )
+    shown = policy.policy_log(
+        name=need(name, "--name", "my-agent"), run_dir=resolve_run_dir(c, run_dir), as_json=json
     )
+    print(printable(shown))  # hosts the sandbox asked for
 
 
 @task(

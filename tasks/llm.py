@@ -7,6 +7,7 @@ from pathlib import Path
 from invoke.context import Context
 from invoke.tasks import task
 
+from bandkit.terminal import printable
 from tasks._common import RUN_DIR_HELP, need, reports, resolve_run_dir
 
 
@@ -34,7 +35,8 @@ def llm_up(
     """Start the local LLM stub in the background and wait until healthy.
 
     Prints the base URLs for ANTHROPIC_BASE_URL / OPENAI_BASE_URL and where the key file
-    is (its keys are the only ones accepted; no key is printed).
+    is (its keys are the only ones accepted; no key is printed), and a one-time login
+    link for the turns page (the page takes the operator key or that link's session).
     """
     from bandkit.llm import service
 
@@ -43,7 +45,7 @@ def llm_up(
     record, started = service.up(resolve_run_dir(c, run_dir), scripts=scripts, port=port, host=host)
     print(f"llm.up: {'started' if started else 'already running'} (pid {record.pid})")
     print("\n".join(service.environment(record)))
-    print(f"turns: {record.url}/")
+    print(service.login_link(record))
 
 
 @task(name="down", help={"run_dir": RUN_DIR_HELP})
@@ -58,7 +60,8 @@ def llm_down(c: Context, run_dir: str = "") -> None:
 @task(name="status", help={"run_dir": RUN_DIR_HELP})
 @reports("llm.status")
 def llm_status(c: Context, run_dir: str = "") -> None:
-    """Say whether the LLM stub runs, where, with which scripts, and how many requests."""
+    """Say whether the LLM stub runs, where, with which scripts, and how many requests;
+    a fresh one-time login link for the turns page."""
     from bandkit.llm import service
 
     print("\n".join(service.status(resolve_run_dir(c, run_dir))))
@@ -77,4 +80,4 @@ def llm_logs(c: Context, lines: int = 50, requests: bool = False, run_dir: str =
     """Show the end of the background LLM stub's log (or of its request log)."""
     from bandkit.llm import service
 
-    print(service.logs(resolve_run_dir(c, run_dir), lines=lines, requests=requests))
+    print(printable(service.logs(resolve_run_dir(c, run_dir), lines=lines, requests=requests)))

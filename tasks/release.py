@@ -116,3 +116,29 @@ def lock_age(
     print(result.render())
     if result.exit_code:
         raise Exit(code=result.exit_code)
+
+
+@task(
+    name="refresh-locks",
+    help={
+        "days": "only versions at least this many days old (default: release.max_age_days, 7)",
+        "project": "one uv project directory to refresh (repeatable; default: every one)",
+    },
+    iterable=["project"],
+)
+def refresh_locks(c: Context, days: float = -1.0, project: list[str] | None = None) -> None:
+    """Upgrade every uv lock to the newest versions N days old, then run the quarantine gate.
+
+    `uv lock --upgrade --exclude-newer <now - N days>` per project (then a plain `uv lock`:
+    the same pins, no cutoff recorded), then `release.lock-age` on every lock. Needs the
+    index (online, or a warm uv cache); when a uv run or the gate fails, every lock is put
+    back and nothing changes. Exit 0 refreshed and passing, 1 failed (nothing changed), 2 a
+    lock is missing or unreadable.
+    """
+    from bandkit.release import lock_refresh
+
+    max_age = days if days >= 0 else float(c.config.get("release", {}).get("max_age_days", 7))
+    result = lock_refresh.refresh(tuple(project or lock_refresh.UV_PROJECTS), days=max_age)
+    print(result.render())
+    if result.exit_code:
+        raise Exit(code=result.exit_code)

@@ -24,8 +24,11 @@ from tasks._common import RUN_DIR_HELP, need, reports, resolve_run_dir
         "image": "docker: the kit image (default band-python-kit:local)",
         "heal_after": "docker: restart the container of an agent still offline N seconds "
         "after the network returns (the kit's health check; default off)",
-        "freeze": "seconds the sleep drill freezes the sandbox (default: the SDK's "
+        "freeze": "seconds the sleep drill freezes the sandbox (default: the agent's "
         "heartbeat watchdog threshold + 5)",
+        "watchdog": "seconds: the smoke agent's heartbeat watchdog (heartbeats at half of it), "
+        "so the sleep drill and docker's network drill wait seconds, not a minute (default: "
+        "the SDK's own, 60)",
         "run_dir": RUN_DIR_HELP,
     }
 )
@@ -37,6 +40,7 @@ def run(
     freeze: str = "",
     image: str = "",
     heal_after: str = "",
+    watchdog: str = "",
     run_dir: str = "",
 ) -> None:
     """Provision, probe, drill every interruption, clean up, report: exit 0 on PASS only."""
@@ -53,12 +57,19 @@ def run(
         heal_s = float(heal_after) if heal_after else None
     except ValueError:
         raise BandkitError(f"--heal-after takes seconds, e.g. 3 (got {heal_after!r})") from None
+    try:
+        watchdog_s = float(watchdog) if watchdog else None
+    except ValueError:
+        raise BandkitError(f"--watchdog takes seconds, e.g. 8 (got {watchdog!r})") from None
+    if watchdog_s is not None and not 2 <= watchdog_s <= 600:
+        raise BandkitError("--watchdog must be between 2 and 600 seconds")
     options = smoke_run.Options(
         drills=dr.parse(drills),
         runtime=runtime,
         freeze_s=freeze_s,
         image=image or None,
         heal_after_s=heal_s,
+        watchdog_s=watchdog_s,
     )
     outcome = smoke_run.run_all(resolve_run_dir(c, run_dir), options)
     for result in outcome.results:

@@ -1,12 +1,14 @@
-"""The layout holds: floors without upward imports, no cycles, namespaces = subpackages.
+"""The layout holds: floors without upward imports, no cycles, namespaces = subpackages,
+one import path per name (no facade modules), runtimes composed rather than mixed in.
 
 Floors, lowest first (a module imports only from its own floor or below):
-0 `bandkit.errors`, `bandkit.fsio`, and `launcher` (which ships alone: no bandkit);
-1 `bandkit.manifest`, `bandkit.dockercli`, `bandkit.ci`, `bandkit.emulator`;
-2 `bandkit.image`, `bandkit.runtimes`; 3 `bandkit.kit`; 4 `bandkit.release`,
+0 `bandkit.errors`, `bandkit.fsio`, `bandkit.terminal`, `bandkit.daemons`, `bandkit.tools`,
+`bandkit.processes`, and `launcher` (which ships alone: no bandkit); 1 `bandkit.manifest`,
+`bandkit.dockercli`, `bandkit.ci`, `bandkit.emulator`;
+2 `bandkit.image`, `bandkit.proxies`, `bandkit.runtimes`; 3 `bandkit.kit`; 4 `bandkit.release`,
 `bandkit.demo`, `bandkit.smoke`-like orchestration, `smoke`, `examples`; 5 `bandkit.bench`
 and `tasks`, which nothing imports. Every import counts, including deferred ones and those
-under TYPE_CHECKING.
+under TYPE_CHECKING. Under tests/, no module imports from a `test_*.py` module.
 """
 
 from __future__ import annotations
@@ -24,14 +26,19 @@ PACKAGES = ("bandkit", "launcher", "smoke", "examples", "tasks")
 FLOORS: tuple[tuple[str, int], ...] = (
     ("bandkit.errors", 0),
     ("bandkit.fsio", 0),
+    ("bandkit.terminal", 0),
     ("bandkit.daemons", 0),
+    ("bandkit.tools", 0),
+    ("bandkit.processes", 0),
     ("launcher", 0),
     ("bandkit.manifest", 1),
     ("bandkit.dockercli", 1),
     ("bandkit.ci", 1),
     ("bandkit.emulator", 1),
     ("bandkit.doctor", 2),
+    ("bandkit.doctor_next", 2),
     ("bandkit.image", 2),
+    ("bandkit.proxies", 2),
     ("bandkit.runtimes", 2),
     ("bandkit.kit", 3),
     ("bandkit.release", 4),
@@ -54,6 +61,10 @@ NAMESPACES = {
     "release": "bandkit/release",
     "llm": "bandkit/llm",
 }
+# invoke namespace -> its tasks/ module, where that is not the namespace's own name: invoke
+# puts tasks/ on sys.path, where tasks/platform.py would shadow the standard library's
+# `platform` and tasks/smoke.py the `smoke` package
+TASK_MODULES = {"platform": "emulator", "smoke": "sandbox_smoke"}
 
 
 def module_name(path: Path) -> str:
@@ -148,6 +159,50 @@ def test_no_import_cycles() -> None:
             visit(node)
 
 
+# Test modules share nothing: what two tests need lives in a support module (a conftest,
+# `support.py`, `fakes.py`, tests/support/), never in a `test_*.py` another imports.
+
+
+def _module_file(dotted: str) -> Path | None:
+    path = REPO.joinpath(*dotted.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def imports_of_test_modules(path: Path) -> list[tuple[int, Path]]:
+    """(line, file) for every import in `path` of a module whose file is `test_*.py`."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[tuple[int, Path]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            dotted = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base]) if base else ".".join(anchor)
+            dotted = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for target in dotted:
+            file = _module_file(target)
+            if file is not None and file.name.startswith("test_"):
+                found.append((node.lineno, file))
+    return found
+
+
+def test_no_test_module_imports_another() -> None:
+    bad = [
+        f"{path.relative_to(REPO)}:{line} imports from {target.relative_to(REPO)}"
+        for path in sorted((REPO / "tests").rglob("*.py"))
+        for line, target in imports_of_test_modules(path)
+    ]
+    assert not bad, "move what they share to a support module:\n" + "\n".join(bad)
+
+
 def _task_names() -> list[str]:
     proc = subprocess.run(
         [sys.executable, "-m", "invoke", "--list", "--list-format", "json"],
@@ -173,6 +228,14 @@ def test_namespaces_map_one_to_one_onto_subpackages() -> None:
     assert not unknown, f"namespaces without a library home: {unknown}"
     for space in spaces:
         assert (REPO / NAMESPACES[space]).is_dir(), space
+        module = TASK_MODULES.get(space, space)
+        assert (REPO / "tasks" / f"{module}.py").is_file(), f"{space}: no tasks/{module}.py"
+
+
+def test_no_tasks_module_shadows_a_package() -> None:
+    """invoke puts tasks/ itself on sys.path, so tasks/X.py is importable as plain `X`."""
+    names = {path.stem for path in (REPO / "tasks").glob("*.py")}
+    assert not names & (set(sys.stdlib_module_names) | set(PACKAGES))
 
 
 @pytest.mark.parametrize("name", TASKS)
@@ -188,3 +251,46 @@ def test_every_task_answers_help(name: str) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Docstring:" in proc.stdout
     assert "Traceback" not in proc.stderr
+
+
+# One import path per name: outside a package's `__init__` (which is that package's API),
+# a module uses every name it imports. A name imported only to be handed on makes a
+# second path to it (a facade); callers import the defining module or the package API.
+
+
+def handed_on(path: Path) -> list[str]:
+    """Names `path` imports from a module and never uses (`__all__` does not count)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            for alias in node.names:
+                imported[alias.asname or alias.name] = node.lineno
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                imported[alias.asname or alias.name.partition(".")[0]] = node.lineno
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    return [f"{name} (line {line})" for name, line in sorted(imported.items()) if name not in used]
+
+
+def test_no_module_hands_on_what_it_imports() -> None:
+    found = {
+        name: unused
+        for name, path in sorted(modules().items())
+        if path.name != "__init__.py" and (unused := handed_on(path))
+    }
+    assert not found, "modules importing names they never use (facades?):\n" + "\n".join(
+        f"{name}: {', '.join(unused)}" for name, unused in found.items()
+    )
+
+
+def test_each_runtime_is_composed_not_mixed_in() -> None:
+    """A runtime class inherits the interface alone; its parts are collaborators."""
+    from bandkit.runtimes.base import Runtime
+    from bandkit.runtimes.docker import DockerRuntime
+    from bandkit.runtimes.local import LocalRuntime
+    from bandkit.runtimes.sbx import SbxRuntime
+
+    for runtime in (DockerRuntime, LocalRuntime, SbxRuntime):
+        ours = [k for k in runtime.__mro__ if k.__module__.startswith("bandkit")]
+        assert ours == [runtime, Runtime], f"{runtime.__name__}: {ours}"

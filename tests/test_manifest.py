@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from bandkit import processes
 from bandkit.manifest import Kind, Manifest, ManifestError, Resource, teardown
-from bandkit.runtimes import processes
 
 CANARY = "canary-sk-7f3e9a1b2c4d"
 
@@ -173,7 +173,7 @@ _CRASHER = textwrap.dedent(
     import os, subprocess, sys, time
     from pathlib import Path
     from bandkit.manifest import Kind, Manifest
-    from bandkit.runtimes.processes import TAG_ENV
+    from bandkit.processes import TAG_ENV
     path, workspace, tag, ready, stage = sys.argv[1:6]
     with Manifest.open(Path(path), run_id="crash") as m:
         m.record(Kind.WORKSPACE, workspace)

@@ -12,94 +12,23 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
+import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
+from bandkit import daemons
+from bandkit.emulator import service
 from bandkit.runtimes.local import LocalRuntime
-from tests.runtimes.helpers import scratch_dir
+from tests.support.readme import UUID, platform_listing, readme_block, run
+from tests.support.wait import wait_for
 
-REPO = Path(__file__).resolve().parents[1]
-UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+pytestmark = pytest.mark.e2e
+
 SKIPPED = ("uv run nox",)  # the suite itself
 
 
-def readme_block(heading: str) -> list[str]:
-    """The commands of the first ```sh block under `## heading`, one per line."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
-    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
-    return [line for line in block.splitlines() if line.strip()]
-
-
-def clean_env() -> dict[str, str]:
-    """The environment of a newcomer's shell: no platform settings, no nox/uv venv."""
-    env = dict(os.environ)
-    for name in list(env):
-        if name.startswith(("BAND_", "NOX_", "SBX_")) or name in (
-            "VIRTUAL_ENV",
-            "UV_PROJECT_ENVIRONMENT",
-            "PYTHONPATH",
-        ):
-            del env[name]
-    return env
-
-
-@pytest.fixture
-def clone() -> Iterator[Path]:
-    # Where a newcomer keeps a checkout the agent uid can traverse (pytest's own tmp is
-    # 0700; the local runtime refuses such a run directory with a clear error).
-    parent = scratch_dir("readme-")
-    target = parent / "kit"
-    subprocess.run(["git", "clone", "--quiet", str(REPO), str(target)], check=True, timeout=120)
-    yield target
-    for cleanup in (
-        "uv run invoke kit.unprovision --name my-agent",
-        "uv run invoke platform.down",
-    ):
-        if (target / ".run" / "platform.json").exists():
-            subprocess.run(
-                ["bash", "-c", cleanup],
-                cwd=target,
-                env=clean_env(),
-                capture_output=True,
-                timeout=120,
-                check=False,
-            )
-    shutil.rmtree(parent, ignore_errors=True)
-
-
-def run(line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        ["bash", "-c", line],
-        cwd=cwd,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
-    assert proc.returncode == 0, f"`{line}` failed:\n{proc.stdout}\n{proc.stderr}"
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
-
-
-def platform_listing(clone: Path, path: str) -> list[dict[str, object]]:
-    record = json.loads((clone / ".run" / "platform.json").read_text())
-    key = Path(record["user_key_file"]).read_text().strip()
-    response = httpx.get(f"{record['rest_url']}{path}", headers={"X-API-Key": key}, timeout=10)
-    response.raise_for_status()
-    data: list[dict[str, object]] = response.json()["data"]
-    return data
-
-
-@pytest.mark.slow
 def test_quick_start_and_first_agent_as_written(clone: Path) -> None:
     quick = [line for line in readme_block("Quick start") if not line.startswith(SKIPPED)]
     assert quick, "the quick start lost its commands"
@@ -127,6 +56,29 @@ def test_quick_start_and_first_agent_as_written(clone: Path) -> None:
     pong = run(ping, clone).stdout
     assert "echo: @my-agent ping:" in pong
     assert "kit.ping: answered in " in pong
+
+    # "After a crash or a reboot": all up; the platform killed; kit.resume --all brings
+    # it back on its address and waits for the agent; the boot unit names this clone.
+    status, resume, boot_unit = readme_block("After a crash or a reboot")
+    assert [s.split()[3] for s in (status, resume, boot_unit)] == [
+        "kit.status",
+        "kit.resume",
+        "kit.boot-unit",
+    ], "the restart section changed: update this test with it"
+    assert "my-agent" in run(status, clone).stdout
+    record = json.loads((clone / ".run" / "platform.json").read_text())
+    os.kill(record["pid"], signal.SIGKILL)
+    wait_for(lambda: not daemons.runs_module(record["pid"], service.MODULE), 10, "the kill")
+    run(resume, clone)
+    assert (
+        json.loads((clone / ".run" / "platform.json").read_text())["rest_url"]
+        == (record["rest_url"])
+    )
+    assert "echo: @my-agent ping:" in run(ping, clone).stdout
+    assert f"cp {clone}/band-kit-resume.service " in run(boot_unit, clone).stdout
+    unit = (clone / "band-kit-resume.service").read_text()
+    assert f"WorkingDirectory={clone}\n" in unit
+    assert f"kit.resume --all --run-dir {clone}/.run\n" in unit
 
     removed = run(unprovision, clone).stdout
     assert "removed agent:" in removed

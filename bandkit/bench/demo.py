@@ -20,6 +20,7 @@ from __future__ import annotations
 import statistics
 from typing import Final
 
+from bandkit.bench import docker_ok, sized
 from bandkit.bench.demo_rounds import scratch_run, timed_round, why_failed
 
 WARM_ROUNDS: Final = 3
@@ -36,7 +37,7 @@ def run(options: list[str] | None = None) -> list[str]:
         return demo_stub.run(options)
     with scratch_run("bench-demo-") as run_dir:
         cold = timed_round(run_dir)
-        warm = [timed_round(run_dir) for _ in range(WARM_ROUNDS)]
+        warm = [timed_round(run_dir) for _ in range(sized(WARM_ROUNDS, 1))]
     verdict = statistics.median(v for v, _ in warm)
     teardown = statistics.median(t for _, t in warm)
 
@@ -47,7 +48,7 @@ def run(options: list[str] | None = None) -> list[str]:
         "demo happy on the local runtime (own emulator, 3 agents via the kit launcher, "
         "DEMO_GRACE_S=0):",
         f"  cold: command -> verdict {cold[0]:.1f} s; verdict -> clean teardown {cold[1]:.1f} s",
-        f"  warm, median of {WARM_ROUNDS}: command -> verdict {verdict:.1f} s "
+        f"  warm, median of {len(warm)}: command -> verdict {verdict:.1f} s "
         f"({mark(verdict, TARGET_VERDICT_S)} the {TARGET_VERDICT_S:g} s target); "
         f"verdict -> clean teardown {teardown:.1f} s "
         f"({mark(teardown, TARGET_TEARDOWN_S)} the {TARGET_TEARDOWN_S:g} s target)",
@@ -57,15 +58,15 @@ def run(options: list[str] | None = None) -> list[str]:
 
 def docker_lines() -> list[str]:
     """The docker runtime's figures (warm image, then warm uv cache), or why there are none."""
-    from bandkit.dockercli import docker_answers, image_exists
+    from bandkit.dockercli import image_exists
     from bandkit.image.facts import LOCAL_TAG
 
-    if not docker_answers() or not image_exists(LOCAL_TAG):
+    if not docker_ok() or not image_exists(LOCAL_TAG):
         return [f"demo happy on docker: skipped (needs a Docker daemon and {LOCAL_TAG})"]
     try:
         with scratch_run("bench-demo-docker-") as run_dir:
             first = timed_round(run_dir, "docker")
-            rounds = [timed_round(run_dir, "docker") for _ in range(DOCKER_ROUNDS)]
+            rounds = [timed_round(run_dir, "docker") for _ in range(sized(DOCKER_ROUNDS, 1))]
     except RuntimeError as exc:  # keep the local figures; say why docker has none
         return [f"demo happy on docker: failed: {why_failed(exc)}"]
     verdict = statistics.median(v for v, _ in rounds)
@@ -74,7 +75,7 @@ def docker_lines() -> list[str]:
     return [
         "demo happy on the docker runtime (own emulator, 3 kit-image containers, DEMO_GRACE_S=0):",
         f"  first: command -> verdict {first[0]:.1f} s; verdict -> clean teardown {first[1]:.1f} s",
-        f"  warm, median of {DOCKER_ROUNDS} ({each} s): command -> verdict {verdict:.1f} s "
+        f"  warm, median of {len(rounds)} ({each} s): command -> verdict {verdict:.1f} s "
         f"({_mark(verdict, TARGET_DOCKER_VERDICT_S)} the {TARGET_DOCKER_VERDICT_S:g} s target); "
         f"verdict -> clean teardown {teardown:.1f} s "
         f"({_mark(teardown, TARGET_TEARDOWN_S)} the {TARGET_TEARDOWN_S:g} s target)",

@@ -22,6 +22,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Final
 
+from bandkit.bench import docker_ok, sized
 from bandkit.bench.demo_rounds import scratch_run, timed_round, why_failed
 
 WARM_ROUNDS: Final = 2
@@ -62,7 +63,7 @@ def run(options: list[str]) -> list[str]:
     with scratch_run("bench-demo-stub-") as run_dir:
         cold = timed_round(run_dir, "local", "stub")
         seen = len(journal(run_dir))
-        warm = [timed_round(run_dir, "local", "stub") for _ in range(WARM_ROUNDS)]
+        warm = [timed_round(run_dir, "local", "stub") for _ in range(sized(WARM_ROUNDS, 1))]
         turns = journal(run_dir)[seen:]
     return [
         "demo happy --brains stub on the local runtime (real Claude SDK, Codex and CrewAI "
@@ -89,16 +90,17 @@ def summary(rounds: list[tuple[float, float]], what: str) -> str:
 def docker_lines() -> list[str]:
     """The docker runtime with the CLI image already built (warm image), or why not."""
     from bandkit.demo.cli_image import CLI_TAG
-    from bandkit.dockercli import docker_answers, image_exists
+    from bandkit.dockercli import image_exists
 
-    if not docker_answers() or not image_exists(CLI_TAG):
+    if not docker_ok() or not image_exists(CLI_TAG):
         return [
             f"demo happy --brains stub on docker: skipped (needs a Docker daemon and {CLI_TAG}: "
             "`uv run invoke demo.build --brains stub`)"
         ]
     try:
         with scratch_run("bench-demo-stub-docker-") as run_dir:
-            rounds = [timed_round(run_dir, "docker", "stub") for _ in range(DOCKER_ROUNDS)]
+            count = sized(DOCKER_ROUNDS, 1)
+            rounds = [timed_round(run_dir, "docker", "stub") for _ in range(count)]
     except RuntimeError as exc:
         return [f"demo happy --brains stub on docker: failed: {why_failed(exc)}"]
     return [

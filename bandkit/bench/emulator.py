@@ -30,6 +30,9 @@ from typing import Any
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
+from bandkit import processes
+from bandkit.bench import sized
+
 REPO = Path(__file__).resolve().parents[2]
 ECHO_SRC = REPO / "docker" / "band_python_kit" / "echo-agent"
 SWARM = Path(__file__).with_name("emulator_swarm.py")
@@ -42,7 +45,9 @@ TARGET_P50_MS, TARGET_SCALE_P95_S = 20.0, 1.0
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU a process has used so far (from /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = processes.stat(pid)
+    if fields is None:
+        raise ProcessLookupError(f"no process {pid}")
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -81,10 +86,8 @@ class Platform:
         return cpu_seconds(self.pid)
 
     def peak_rss_mib(self) -> float:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        peak = processes.status(self.pid, "VmHWM")  # "1234 kB"
+        return int(peak.split()[0]) / 1024 if peak else float("nan")
 
 
 class Observer:
@@ -224,25 +227,26 @@ async def latency(platform: Platform, observer: Observer, workspace: Path, tmp: 
     try:
         samples: list[float] = []
         cpu_start: tuple[float, float] = (0.0, 0.0)
-        for i in range(WARMUP + SEQUENTIAL):
-            if i == WARMUP:
+        warmup, sequential = sized(WARMUP, 1), sized(SEQUENTIAL, 5)
+        for i in range(warmup + sequential):
+            if i == warmup:
                 cpu_start = (cpu_seconds(agent.pid), platform.cpu_seconds())
             text = f"ping {i}"
             seen = observer.expect(agent_id, text)
             started = time.perf_counter()
             await platform.mention(room, [agent_id], text)
             arrived = await asyncio.wait_for(seen, 60 if i == 0 else 10)
-            if i >= WARMUP:
+            if i >= warmup:
                 samples.append((arrived - started) * 1000)
-        agent_cpu = (cpu_seconds(agent.pid) - cpu_start[0]) / SEQUENTIAL * 1000
-        emulator_cpu = (platform.cpu_seconds() - cpu_start[1]) / SEQUENTIAL * 1000
+        agent_cpu = (cpu_seconds(agent.pid) - cpu_start[0]) / sequential * 1000
+        emulator_cpu = (platform.cpu_seconds() - cpu_start[1]) / sequential * 1000
     finally:
         agent.terminate()
         agent.wait(30)
     p50, p95 = _pct(samples, 0.5), _pct(samples, 0.95)
     verdict = "meets" if p50 <= TARGET_P50_MS else "MISSES"
     return [
-        f"echo round trip, {SEQUENTIAL} sequential mentions (real echo agent main.py, "
+        f"echo round trip, {sequential} sequential mentions (real echo agent main.py, "
         "post -> reply seen by a human WebSocket observer):",
         f"  p50 {p50:.1f} ms, p95 {p95:.1f} ms, mean {statistics.fmean(samples):.1f} ms, "
         f"max {max(samples):.1f} ms",
@@ -273,17 +277,18 @@ async def _round(
 
 
 async def scale(platform: Platform, observer: Observer, workspace: Path, tmp: Path) -> list[str]:
-    agents = [await platform.agent(f"Swarm {i:02d}") for i in range(AGENTS)]
-    per_room = AGENTS // ROOMS
+    total, room_count = sized(AGENTS, PER_PROCESS), sized(ROOMS, 2)
+    agents = [await platform.agent(f"Swarm {i:02d}") for i in range(total)]
+    per_room = total // room_count
     rooms: dict[str, list[str]] = {}
-    for r in range(ROOMS):
+    for r in range(room_count):
         members = [a for a, _ in agents[r * per_room : (r + 1) * per_room]]
         rooms[await platform.room(f"swarm {r}", members)] = members
     for room in rooms:
         await observer.join(room)
     procs: list[asyncio.subprocess.Process] = []
     started = time.perf_counter()
-    for p in range(0, AGENTS, PER_PROCESS):
+    for p in range(0, total, PER_PROCESS):
         spec = tmp / f"swarm-{p}.json"
         chunk = [{"id": a, "key": k} for a, k in agents[p : p + PER_PROCESS]]
         spec.write_text(
@@ -316,17 +321,17 @@ async def scale(platform: Platform, observer: Observer, workspace: Path, tmp: Pa
             proc.terminate()
         await asyncio.gather(*(proc.wait() for proc in procs))
     p95 = _pct(cold, 0.95)
-    verdict = "meets" if len(cold) == AGENTS and p95 <= TARGET_SCALE_P95_S else "MISSES"
+    verdict = "meets" if len(cold) == total and p95 <= TARGET_SCALE_P95_S else "MISSES"
     return [
-        f"scale: {AGENTS} echo agents in {ROOMS} rooms ({per_room} per room), real band.Agent "
-        f"instances, {PER_PROCESS} per process ({AGENTS // PER_PROCESS} processes) to fit 2 cores:",
+        f"scale: {total} echo agents in {room_count} rooms ({per_room} per room), real band.Agent "
+        f"instances, {PER_PROCESS} per process ({total // PER_PROCESS} processes) to fit 2 cores:",
         f"  all agents started and connected in {startup:.1f} s",
-        f"  cold round (first message each): {len(cold)}/{AGENTS} answered, "
+        f"  cold round (first message each): {len(cold)}/{total} answered, "
         f"total {cold_total:.2f} s, "
         f"p50 {_pct(cold, 0.5) * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms",
-        f"  warm round: {len(warm)}/{AGENTS} answered, total {warm_total:.2f} s, "
+        f"  warm round: {len(warm)}/{total} answered, total {warm_total:.2f} s, "
         f"p50 {_pct(warm, 0.5) * 1000:.0f} ms, p95 {_pct(warm, 0.95) * 1000:.0f} ms",
-        f"  {verdict} the target (all {AGENTS} answer, p95 <= {TARGET_SCALE_P95_S:.0f} s)",
+        f"  {verdict} the target (all {total} answer, p95 <= {TARGET_SCALE_P95_S:.0f} s)",
         f"  emulator CPU for both rounds {emulator_cpu:.2f} s (the rest is the agents' SDK work)",
         f"  emulator peak RSS {platform.peak_rss_mib():.1f} MiB (VmHWM)",
     ]

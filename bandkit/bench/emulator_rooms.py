@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+from bandkit.bench import sized
 from bandkit.bench.emulator import (
     Observer,
     Platform,
@@ -68,14 +69,16 @@ async def delegation(
     headers = {"x-api-key": planner_key}
     try:
         async with httpx.AsyncClient(base_url=platform.rest_url, headers=headers) as planner:
-            rounds = [await _round(planner, observer, echo_id, i) for i in range(WARMUP + ROUNDS)]
+            count = sized(WARMUP, 1) + sized(ROUNDS, 2)
+            rounds = [await _round(planner, observer, echo_id, i) for i in range(count)]
     finally:
         agent.terminate()
         agent.wait(30)
-    create, invite, answer = (list(column) for column in zip(*rounds[WARMUP:], strict=True))
+    warmup = sized(WARMUP, 1)
+    create, invite, answer = (list(column) for column in zip(*rounds[warmup:], strict=True))
     return [
-        f"delegation, {ROUNDS} fresh rooms (agent creates room, invites a running echo agent, "
-        "mentions it; reply seen by a human WebSocket observer):",
+        f"delegation, {len(rounds) - warmup} fresh rooms (agent creates room, invites a "
+        "running echo agent, mentions it; reply seen by a human WebSocket observer):",
         f"  create room p50 {_pct(create, 0.5):.1f} ms; invite p50 {_pct(invite, 0.5):.1f} ms",
         f"  invite -> reply (room_added, join, /next or push, answer): p50 "
         f"{_pct(answer, 0.5):.0f} ms, p95 {_pct(answer, 0.95):.0f} ms, max {max(answer):.0f} ms",

@@ -18,6 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
+from bandkit.bench import sized
 from bandkit.dockercli import docker, image_size
 from bandkit.image.facts import KIT_DIR
 
@@ -51,7 +52,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def median_run(argv: list[str], env: dict[str, str] | None = None) -> float:
     samples = []
-    for _ in range(REPEATS):
+    for _ in range(sized(REPEATS, 1)):
         start = time.monotonic()
         subprocess.run(argv, capture_output=True, check=True, timeout=120, env=env)
         samples.append(time.monotonic() - start)
@@ -165,7 +166,7 @@ def first_line(tag: str, launcher_module: str) -> tuple[float, float]:
             return [*out, tag, "/opt/band/venv/bin/python", "-m", launcher_module]
 
         cold = _time_to_line(argv(), env)
-        warm = statistics.median(_time_to_line(argv(), env) for _ in range(REPEATS))
+        warm = statistics.median(_time_to_line(argv(), env) for _ in range(sized(REPEATS, 1)))
     finally:
         subprocess.run(["docker", "volume", "rm", "-f", volume], capture_output=True, timeout=60)
         shutil.rmtree(workspace, ignore_errors=True)

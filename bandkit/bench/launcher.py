@@ -34,6 +34,7 @@ from pathlib import Path
 
 import yaml
 
+from bandkit.bench import sized
 from bandkit.runtimes.sdk_home import SdkHome, build_sdk_home
 
 AGENT_UID = 1000
@@ -162,11 +163,15 @@ def time_to_first_line(sdk: SdkHome, module: str, case: Case) -> float:
         stream.close()
 
 
+def _repetitions() -> int:
+    return sized(REPETITIONS, 1)
+
+
 def _measure(sdk: SdkHome, case: Case) -> dict[str, list[float]]:
     for module in LAUNCHERS.values():  # warm-up: both sync the venv and, ours, stamp it
         time_to_first_line(sdk, module, case)
     samples: dict[str, list[float]] = {name: [] for name in LAUNCHERS}
-    for index in range(REPETITIONS):
+    for index in range(_repetitions()):
         order = list(LAUNCHERS.items())
         if index % 2:
             order.reverse()  # alternate who goes first
@@ -227,7 +232,7 @@ def run() -> list[str]:
         lines = [
             f"setup: both launchers as uid {AGENT_UID} via setpriv, SDK venv on /usr/bin/python3 "
             f"({bytecode}), "
-            f"same workspace and warm venv, alternating, {REPETITIONS} runs each, "
+            f"same workspace and warm venv, alternating, {_repetitions()} runs each, "
             f"{os.cpu_count()} CPUs",
         ]
         for case in cases:
@@ -235,7 +240,7 @@ def run() -> list[str]:
             log = (case.workspace.parent / "home" / "logs" / "launcher.log").read_text()
             skipped = log.count("launcher.sync INFO phase sync: skipped uv")
             lines.append(
-                f"{case.name}: ours skipped uv (fast path) in {skipped} of {REPETITIONS} "
+                f"{case.name}: ours skipped uv (fast path) in {skipped} of {_repetitions()} "
                 "timed launches"
             )
         return lines

@@ -25,7 +25,9 @@ from urllib.parse import urlsplit
 
 import h11
 
-from bandkit.runtimes import boxnet, processes
+from bandkit import processes
+from bandkit.bench import sized
+from bandkit.runtimes import boxnet
 
 ROUNDS = 200
 BLOCKS = 4
@@ -98,11 +100,12 @@ class _Upstream:
 def _round_trips(port: int, prefix: str, rounds: int) -> list[float]:
     """Seconds per GET on one new keep-alive connection (after `WARMUP` untimed ones)."""
     times: list[float] = []
+    warmup = sized(WARMUP, 2)
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = h11.Connection(h11.CLIENT)
         headers = [("Host", "127.0.0.1"), ("X-API-Key", PLACEHOLDER), ("User-Agent", "bench")]
-        for index in range(WARMUP + rounds):
+        for index in range(warmup + rounds):
             start = time.perf_counter()
             request = h11.Request(method="GET", target=f"{prefix}/api/v1/agent/me", headers=headers)
             sock.sendall((conn.send(request) or b"") + (conn.send(h11.EndOfMessage()) or b""))
@@ -114,7 +117,7 @@ def _round_trips(port: int, prefix: str, rounds: int) -> list[float]:
                     raise RuntimeError(f"bench GET answered {event.status_code}")
                 elif isinstance(event, h11.EndOfMessage):
                     break
-            if index >= WARMUP:
+            if index >= warmup:
                 times.append(time.perf_counter() - start)
             conn.start_next_cycle()
     return times
@@ -128,17 +131,18 @@ def run() -> list[str]:
     root = Path(tempfile.mkdtemp(prefix="bench-proxy-", dir="/tmp"))
     upstream = _Upstream()
     try:
-        injection = boxnet.Injection(("127.0.0.1",), PLACEHOLDER, KEY)
         env = {"BAND_REST_URL": f"http://127.0.0.1:{upstream.port}"}
+        injection = boxnet.Injection(boxnet.band_key_scopes(env["BAND_REST_URL"]), PLACEHOLDER, KEY)
         start = time.perf_counter()
         urls = boxnet.start_proxy(root, None, env, [injection])
         started = time.perf_counter() - start
         parts = urlsplit(urls["BAND_REST_URL"])
         direct: list[float] = []
         proxied: list[float] = []
-        for _ in range(BLOCKS):  # interleaved, so a noisy moment hits both alike
-            direct += _round_trips(upstream.port, "", ROUNDS // BLOCKS)
-            proxied += _round_trips(parts.port or 0, parts.path, ROUNDS // BLOCKS)
+        rounds, blocks = sized(ROUNDS, 8), sized(BLOCKS, 2)
+        for _ in range(blocks):  # interleaved, so a noisy moment hits both alike
+            direct += _round_trips(upstream.port, "", rounds // blocks)
+            proxied += _round_trips(parts.port or 0, parts.path, rounds // blocks)
     finally:
         processes.terminate_tagged(boxnet.proxy_tag(root), grace_s=5)
         upstream.stop()
@@ -150,5 +154,5 @@ def run() -> list[str]:
         f"credential proxy: echo GET p50 direct {d50:.2f} ms (p90 {_p(direct, 90):.2f}), "
         f"through the hardened proxy {p50:.2f} ms (p90 {_p(proxied, 90):.2f}); "
         f"+{p50 - d50:.2f} ms p50, {verdict} the {BUDGET_MS:g} ms budget "
-        f"({ROUNDS} sequential keep-alive GETs each way, h11 echo upstream on 127.0.0.1)",
+        f"({len(direct)} sequential keep-alive GETs each way, h11 echo upstream on 127.0.0.1)",
     ]

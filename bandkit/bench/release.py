@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-from bandkit.dockercli import docker_answers
+from bandkit.bench import docker_ok, quick
 from bandkit.errors import BandkitError
 from bandkit.image import bases as image_bases
 from bandkit.image.registry import local_registry
@@ -90,7 +90,7 @@ def _phase(label: str, settings: Settings, lines: list[str], *, no_cache: bool) 
 def run() -> list[str]:
     """Warm and heal first (they use the build cache as it is), cold last (it resets it:
     the classic builder re-runs steps on the first build after a --no-cache one)."""
-    if not docker_answers():
+    if not docker_ok():
         return [SKIP]
     image_bases.ensure_bases(("amd64", "arm64"), progress=lambda _line: None)
     lines: list[str] = []
@@ -103,6 +103,9 @@ def run() -> list[str]:
                     settings.target("hub").image, digest, other.target("hub").image, VERSION
                 )
                 _phase("heal (one registry pre-populated, no build)", other, lines, no_cache=False)
+    if quick():
+        lines.append("release: cold: skipped in quick mode (a --no-cache build of both arches)")
+        return lines
     with _pair() as settings:
         _phase("cold (fresh registries, --no-cache build)", settings, lines, no_cache=True)
     return lines

@@ -2,13 +2,15 @@
 local runtime's create -> first echo and stop -> start -> echo times.
 
 Everything is real: the emulator runs through `platformctl.up` in a scratch run dir, the
-agent is the echo-agent starter run by the launcher (as uid 1000 through an image-like
-SDK home when root), requests go over loopback HTTP. The upstream kit has no runtime
+agent is the echo-agent starter run by the launcher (as root: as a uid of its own through
+an image-like SDK home, its workspace staged out of the 0700 scratch directory), requests
+go over loopback HTTP. The upstream kit has no runtime
 layer or local runtime to compare with; its `launch.sh` manifest is line-appended text.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import statistics
@@ -20,6 +22,7 @@ from pathlib import Path
 import httpx
 from ruamel.yaml import YAML
 
+from bandkit.bench import sized
 from bandkit.emulator import service as platformctl
 from bandkit.manifest import Kind, Manifest, teardown
 from bandkit.runtimes import boxnet, hostbox
@@ -35,6 +38,7 @@ def _ms(seconds: float) -> str:
 
 
 def bench_manifest(root: Path, entries: int = 200) -> list[str]:
+    entries = sized(entries, 10)
     path = root / "manifest.json"
     with Manifest.open(path) as manifest:
         start = time.perf_counter()
@@ -52,6 +56,7 @@ def bench_manifest(root: Path, entries: int = 200) -> list[str]:
 
 
 def _median_get(url: str, headers: dict[str, str], n: int = 40) -> float:
+    n = sized(n, 5)
     times = []
     with httpx.Client(headers=headers, timeout=10) as client:
         for _ in range(n):
@@ -98,7 +103,7 @@ def bench_local_runtime(
     config["band"]["wsUrl"] = platform.rest_url.replace("http", "ws") + "/api/v1/socket/websocket"
     with (ws / "band.yaml").open("w") as fh:
         yaml.dump(config, fh)
-    for path in (root, ws, *ws.rglob("*")):
+    for path in (ws, *ws.rglob("*")):
         path.chmod(0o755 if path.is_dir() else 0o644)
     room = str(platform.post("/api/v1/me/chats", {"chat": {"title": "bench"}})["id"])
     platform.post(
@@ -106,15 +111,31 @@ def bench_local_runtime(
         {"participant": {"participant_id": agent_id, "role": "member"}},
     )
     runtime = LocalRuntime(root / "run")
+    ws_url = config["band"]["wsUrl"]
     spec = SandboxSpec(
         "bench",
         (ws,),
-        env={"BAND_KIT_ALLOW_INSECURE_ENDPOINTS": "1"},
-        secrets=(Secret("BAND_API_KEY", ("127.0.0.1",), agent_key),),
+        # As kit.provision: the endpoints in the environment, so the box's credential
+        # proxy pins them and the agent reaches the platform through it (band.yaml's alone
+        # would send the placeholder straight to the platform: a 401, never an echo).
+        env={
+            "BAND_KIT_ALLOW_INSECURE_ENDPOINTS": "1",
+            "BAND_REST_URL": platform.rest_url,
+            "BAND_WS_URL": ws_url,
+        },
+        secrets=(
+            Secret(
+                "BAND_API_KEY",
+                ("127.0.0.1",),
+                agent_key,
+                scopes=boxnet.band_key_scopes(platform.rest_url),
+            ),
+        ),
     )
     lines = []
     start = time.perf_counter()
-    hostbox.interpreter(root / "run" / "boxes" / "bench")  # builds the SDK home when root
+    if os.geteuid() == 0:  # the SDK home the box uid runs from, built once per run dir
+        hostbox.ensure_sdk_home(hostbox.sdk_home_dir(runtime.boxes_root() / "bench"))
     lines.append(f"local runtime: agent SDK home ready in {_ms(time.perf_counter() - start)}")
     start = time.perf_counter()
     runtime.create(spec)
@@ -124,10 +145,10 @@ def bench_local_runtime(
         f"local runtime: create returns in {_ms(created)}; create -> first echo (empty uv "
         f"cache, packages from PyPI) {_ms(time.perf_counter() - start)}"
     )
-    warm = [platform.echo(room, agent_id) for _ in range(10)]
+    warm = [platform.echo(room, agent_id) for _ in range(sized(10, 2))]
     lines.append(
         "local runtime: echo round trip through the credential proxy, p50 "
-        f"{_ms(statistics.median(warm))} (10 mentions, reply polled every 10 ms)"
+        f"{_ms(statistics.median(warm))} ({len(warm)} mentions, reply polled every 10 ms)"
     )
     start = time.perf_counter()
     runtime.stop("bench")
@@ -150,7 +171,8 @@ def bench_proxy(root: Path, platform: _Platform, agent_key: str) -> list[str]:
     direct = _median_get(f"{platform.rest_url}/api/v1/agent/me", headers)
     box = root / "proxybox"
     box.mkdir()
-    injection = boxnet.Injection(("127.0.0.1",), "proxy-managed", agent_key)
+    scopes = boxnet.band_key_scopes(platform.rest_url)
+    injection = boxnet.Injection(scopes, "proxy-managed", agent_key)
     urls = boxnet.start_proxy(box, root, {"BAND_REST_URL": platform.rest_url}, [injection])
     try:
         proxied = _median_get(
@@ -160,7 +182,8 @@ def bench_proxy(root: Path, platform: _Platform, agent_key: str) -> list[str]:
         hostbox.stop(box)
     return [
         f"credential proxy: GET /agent/me p50 direct {_ms(direct)}, through the proxy "
-        f"{_ms(proxied)} (+{_ms(proxied - direct)}, one keep-alive client, 40 requests)"
+        f"{_ms(proxied)} (+{_ms(proxied - direct)}, one keep-alive client, "
+        f"{sized(40, 5)} requests)"
     ]
 
 
@@ -190,8 +213,8 @@ def bench_provision(root: Path, platform: _Platform) -> list[str]:
 
 
 def run() -> list[str]:
+    # mkdtemp's 0700, kept: the box uid cannot enter it, so the workspace is staged.
     root = Path(tempfile.mkdtemp(prefix="bench-runtimes-", dir="/tmp"))
-    root.chmod(0o755)
     lines = bench_manifest(root)
     run_dir = root / "platform"
     try:

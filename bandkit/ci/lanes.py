@@ -37,7 +37,9 @@ class Lane:
 LANES: tuple[Lane, ...] = (
     Lane("lint", "lint", apt=("shellcheck",)),
     Lane("typecheck", "typecheck"),
-    Lane("tests", "tests", browser=True, node=True, apt=("chromium", "fonts-liberation")),
+    Lane("floors", "floors"),  # the dependency floors, resolved from PyPI
+    Lane("tests", "tests"),
+    Lane("e2e", "e2e", browser=True, node=True, apt=("chromium", "fonts-liberation")),
     Lane(
         "docker_tests",
         "docker_tests",
@@ -141,7 +143,7 @@ def main(workflows_dir: Path = Path(".github/workflows")) -> int:
         known = ", ".join(sorted(lane_ids()))
         print(
             f"lanes: {workflows_dir / name} gates on unknown lane(s) {', '.join(sorted(bad))}; "
-            f"known lanes: {known}. Add the lane to bandkit/lanes.py LANES or fix the workflow.",
+            f"known lanes: {known}. Add the lane to bandkit/ci/lanes.py LANES or fix the workflow.",
             file=sys.stderr,
         )
     return 1 if problems else 0

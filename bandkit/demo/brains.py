@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
-from bandkit.demo import codex_local, stub_brains
-from bandkit.demo.errors import DemoError
+from bandkit.demo import DemoError, codex_local, stub_brains
 from bandkit.demo.layout import DemoLayout
 from bandkit.errors import BandkitError
 from bandkit.manifest import Manifest
@@ -174,7 +173,7 @@ def wire(
     journal: Path | None = None,
 ) -> Brains:
     """Per role: base URL, client settings, model, the key as a placeholder-only secret
-    scoped to the API's host, and egress to that host and port."""
+    scoped to the API's origin and model paths, and egress to that host and port."""
     env: dict[Role, dict[str, str]] = {}
     held: dict[Role, tuple[Secret, ...]] = {}
     egress: dict[Role, tuple[str, ...]] = {}
@@ -187,7 +186,11 @@ def wire(
         if role in models:
             env[role][MODEL_ENV[role]] = models[role]
         placeholder = PLACEHOLDER_PREFIX[endpoint.provider] + secrets.token_hex(8)
-        held[role] = (Secret(KEY_ENV[endpoint.provider], (host,), endpoint.key, placeholder),)
+        name = BASE_ENV[endpoint.provider]
+        scopes = boxnet.key_scopes(name, endpoint.base_url)  # this API's origin and paths
+        held[role] = (
+            Secret(KEY_ENV[endpoint.provider], (host,), endpoint.key, placeholder, scopes),
+        )
         netloc = f"[{host}]" if ":" in host else host
         egress[role] = (f"{netloc}:{port}",)
     hidden = tuple(dict.fromkeys(e.key for e in endpoints.values()))

@@ -1,8 +1,9 @@
 """The three agents on the platform and in their sandboxes: sweep, provision, create, wait.
 
 * `sweep_stale`: delete agents an earlier, unrecorded run left behind: only agents named
-  like a demo member whose description carries the `[band-demo]` marker. A failed listing
-  is reported and skipped (the registration that follows says if a name is still taken).
+  like a demo member whose description carries the `[band-demo]` marker. A listing the
+  network or the platform fails is reported and skipped (the registration that follows
+  says if a name is still taken); a failed delete stops the sweep with what it was.
 * `provision_cast`: `bandkit.kit.provision` for each role without creating the sandbox:
   register, write agent.id into the staged band.yaml, store the key as a proxy-managed
   secret scoped to the sandbox name (all recorded in the manifest first).
@@ -20,11 +21,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
-from bandkit.demo.errors import DemoError
-from bandkit.kit.platform_api import NO_RETRY, client, delete_agent
+from bandkit.demo import DemoError
+from bandkit.kit.platform_api import (
+    NO_RETRY,
+    PLATFORM_ERRORS,
+    client,
+    delete_agent,
+    describe_failure,
+)
 from bandkit.kit.provision import ProvisionError, ProvisionRequest, provision, sandbox_env
 from bandkit.manifest import Manifest
 from bandkit.runtimes.base import Runtime, SandboxError, SandboxSpec, SandboxStatus, Secret
+from bandkit.terminal import printable
 from examples.docker_demo.cast import CAST, DEMO_NAMES, READY_LINE, Role, is_demo_agent
 
 Log = Callable[[str], None]
@@ -42,8 +50,9 @@ async def _sweep(api_key: str, rest_url: str, log: Log) -> list[str]:
                 response = await rest.human_api_agents.list_my_agents(
                     name=name, request_options=NO_RETRY
                 )
-            except Exception as exc:  # tolerated: registration reports a taken name
-                log(f"sweep: cannot list agents named {name!r} ({type(exc).__name__}); skipped")
+            except PLATFORM_ERRORS as exc:  # tolerated: registration reports a taken name
+                why = printable(describe_failure(exc))
+                log(f"sweep: cannot list agents named {name!r} ({why}); skipped")
                 continue
             stale += [
                 (str(a.id), a.name)
@@ -60,8 +69,8 @@ def sweep_stale(*, api_key: str, rest_url: str, log: Log) -> list[str]:
     """Delete stale demo agents; returns their ids."""
     try:
         return asyncio.run(_sweep(api_key, rest_url, log))
-    except Exception as exc:
-        raise DemoError(f"sweeping stale demo agents failed: {type(exc).__name__}") from None
+    except PLATFORM_ERRORS as exc:
+        raise DemoError(f"sweeping stale demo agents failed: {describe_failure(exc)}") from None
 
 
 def requests_for(
@@ -69,8 +78,10 @@ def requests_for(
     rest_url: str,
     *,
     env: Mapping[Role, Mapping[str, str]] | None = None,
+    platform: Mapping[str, str] | None = None,
 ) -> dict[Role, ProvisionRequest]:
-    """One provisioning request per role; `env` is what the brains add to its sandbox."""
+    """One provisioning request per role; `env` is what the brains add to its sandbox,
+    `platform` what the agents' records say about the platform (`PlatformRef.details`)."""
     env = env or {}
     return {
         role: ProvisionRequest(
@@ -81,6 +92,7 @@ def requests_for(
             agent_name=CAST[role].name,
             create=False,
             env=dict(env.get(role, {})),
+            platform=dict(platform or {}),
         )
         for role in Role
     }
@@ -136,11 +148,12 @@ def create_sandboxes(
 
 
 def _tail(text: str, secrets: tuple[str, ...]) -> str:
+    """The end of an agent's log as the operator sees it: secrets hidden, controls escaped."""
     lines = "\n".join(text.strip().splitlines()[-LOG_TAIL_LINES:])
     for secret in secrets:
         if secret:
             lines = lines.replace(secret, "***")
-    return lines
+    return printable(lines)
 
 
 def wait_connected(

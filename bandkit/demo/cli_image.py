@@ -26,7 +26,6 @@ The codex version is pinned once, in `docker/band_python_kit/codex/package.json`
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from functools import cache
 from pathlib import Path
 from typing import Final
 
-from bandkit.demo.errors import DemoError
+from bandkit.demo import DemoError
 from bandkit.dockercli import ImageError, docker, image_exists, image_id, image_size
 from bandkit.image import bases as image_bases
 from bandkit.image import build as image_build
@@ -128,10 +127,9 @@ def prove(tag: str = CLI_TAG) -> str:
     argv = ["run", "--rm", "--network", "none", tag, "codex", "--version"]
     try:
         proc = docker(argv, PROOF_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
+    except ImageError as exc:  # docker is missing, or the run did not finish in time
         raise DemoError(
-            f"`codex --version` in {tag} did not finish within {PROOF_TIMEOUT_S:.0f}s; "
-            "check the daemon (`docker info`) and re-run"
+            f"`codex --version` in {tag}: {exc}; check the daemon (`docker info`) and re-run"
         ) from None
     out = proc.stdout.strip()
     if proc.returncode != 0 or out.splitlines()[-1:] != [want]:

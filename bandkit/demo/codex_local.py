@@ -17,7 +17,7 @@ from typing import Final
 
 from filelock import FileLock
 
-from bandkit.demo.errors import DemoError
+from bandkit.demo import DemoError
 from bandkit.image.facts import REPO_ROOT
 
 Log = Callable[[str], None]

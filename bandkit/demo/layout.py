@@ -6,13 +6,16 @@
         transcript.txt        the last meeting's transcript (kept after the teardown)
     <box root>/               what the sandboxes see (traversable by the agent uid)
         workspaces/<role>/    the staged workspace copies (removed by the teardown)
-        runtimes/<runtime>/   the runtime's state; caches (uv, the SDK home) stay for speed
+        runtimes/<runtime>/   the runtime's state; caches (each box's uv cache, the SDK
+                              home) stay for speed
 
-The box root is `<run_dir>/demo-boxes`, except as root: then the local runtime runs the
-agents as another uid (1000), which must traverse every directory above the box root,
+The box root is `<run_dir>/demo-boxes`, except as root: then the local runtime runs each
+agent as a uid of its own, which must traverse every directory above the box root,
 and the run directory is private (0700) once the local platform keeps its key there. As
-root the box root is the fixed `/tmp/band-demo-0-<hash of run_dir>`, which must be a
-plain directory of ours.
+root the box root is the fixed `/tmp/band-demo-0-<hash of run_dir>` (kept across runs for
+its caches). Anyone can create that name first, so `make_home` makes it, or takes it only
+as a real directory (never a link) that root owns and nobody else can write, checked on a
+descriptor after the mkdir; anything else stops the run before anything is put there.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bandkit.demo.errors import DemoError
-from bandkit.fsio import PRIVATE_DIR_MODE, write_private
+from bandkit.demo import DemoError
+from bandkit.fsio import PRIVATE_DIR_MODE, UnsafePathError, own_dir, write_private
 from examples.docker_demo.cast import Role
 
 SHARED_TMP = Path("/tmp")  # noqa: S108 - a fixed, ownership-checked directory under it
@@ -84,9 +87,13 @@ class DemoLayout:
         return self.workspaces / role.value
 
     def make_home(self) -> None:
+        """The run's private home, then the box root: ours, a real directory, 0755 (the
+        agent uid must traverse it), refused (DemoError) when someone else made it."""
         self.home.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
-        self.box_root.mkdir(mode=0o755, parents=True, exist_ok=True)
-        os.chmod(self.box_root, 0o755)  # noqa: S103 - the agent uid must traverse it
+        try:
+            own_dir(self.box_root, mode=0o755, what="the demo's box root", parents=True)
+        except UnsafePathError as exc:
+            raise DemoError(f"{exc} (it would hold the workspaces and proxy.json)") from None
 
     def write_info(self, info: RunInfo) -> None:
         write_private(self.run_file, info.model_dump_json(indent=2) + "\n")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from bandkit.demo.errors import DemoError
+from bandkit.demo import DemoError
 from bandkit.kit.provision import ProvisionRequest, sandbox_env
 from bandkit.runtimes.base import Runtime, SandboxError
 from examples.docker_demo.cast import Role

@@ -1,4 +1,5 @@
-"""Everything `demo.up` checks before it changes anything.
+"""What `demo.up` was asked for (`UpOptions`) and everything it checks before it changes
+anything.
 
 * options: `--brains scripted`, `stub` or `real` (its keys: `brains.check`), a known
   `--scenario`, a known `--platform` (real needs its three variables);
@@ -20,10 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from bandkit.demo import brains, cli_image
-from bandkit.demo.errors import DemoError
+from bandkit.demo import DemoError, brains, cast_ops, cli_image
 from bandkit.demo.layout import DemoLayout
 from bandkit.demo.target import PlatformKind, check_real_env, platform_kind
 from bandkit.emulator import service
@@ -32,15 +32,27 @@ from bandkit.manifest import Manifest
 from bandkit.runtimes.base import Runtime, RuntimeName, SandboxError
 from bandkit.runtimes.select import AUTO, get_runtime, resolve_name
 from examples.docker_demo.breaker import BreakerConfig
-from examples.docker_demo.cast import DEMO_SANDBOXES
-from examples.docker_demo.scenario import Scenario, ScenarioError, load
+from examples.docker_demo.cast import DEFAULT_TOPIC, DEMO_SANDBOXES
+from examples.docker_demo.scenario import DEFAULT_SCENARIO, Scenario, ScenarioError, load
 from examples.docker_demo.settings import ENV_PREFIX, HEADLESS_VAR, breaker_config_from_env
-
-if TYPE_CHECKING:
-    from bandkit.demo.options import UpOptions
 
 BRAINS: Final = ("scripted", "stub", "real")
 INTERACTIVE_VAR: Final = ENV_PREFIX + "INTERACTIVE"
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    """What `demo.up` was asked for, in one frozen record."""
+
+    run_dir: Path
+    platform: str = "local"
+    runtime: str = "auto"
+    brains: str = "scripted"
+    scenario: str = DEFAULT_SCENARIO
+    topic: str = DEFAULT_TOPIC
+    headless: bool = False
+    keep: bool = False
+    connect_timeout_s: float = cast_ops.CONNECT_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -156,10 +168,10 @@ def ready_runtime(name: RuntimeName, layout: DemoLayout, brains: str = "scripted
                     "`uv run invoke image.build`, or pass --runtime local"
                 )
         elif name is RuntimeName.SBX:
-            from bandkit.runtimes.sbx import SbxRuntime
+            from bandkit.runtimes.sbx import SbxRuntime, policy
 
             if isinstance(runtime, SbxRuntime):
-                runtime.policy_ready()
+                policy.require_ready(runtime.cli)
     except SandboxError as exc:
         raise DemoError(str(exc)) from None
     return runtime

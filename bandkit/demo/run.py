@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from bandkit.demo import DemoError, cast_ops, cli_image, preflight
 from bandkit.demo import brains as brains_mod
-from bandkit.demo import cast_ops, cli_image, preflight
-from bandkit.demo.errors import DemoError
 from bandkit.demo.layout import DemoLayout, RunInfo
-from bandkit.demo.options import UpOptions
 from bandkit.demo.outcome import EXIT_CODES, Outcome, from_meeting
 from bandkit.demo.phases import egress_and_secrets, phase_line
+from bandkit.demo.preflight import UpOptions
+from bandkit.demo.presenter import Seat
 from bandkit.demo.signals import interruptible, shielded
 from bandkit.demo.staging import stage
 from bandkit.demo.target import Target, resolve
@@ -39,6 +39,7 @@ from bandkit.errors import BandkitError
 from bandkit.kit.rooms import room_key
 from bandkit.manifest import Kind, Manifest, ManifestError
 from bandkit.runtimes.select import get_runtime
+from bandkit.terminal import printable
 from examples.docker_demo.cast import Role
 from examples.docker_demo.conductor import Conductor, MeetingResult, MeetingSetup
 from examples.docker_demo.room import RoomCallError
@@ -49,8 +50,9 @@ FAILURES: Final = (BandkitError, RoomCallError)
 
 
 def say_now(line: str) -> None:
-    """The default voice: stdout, flushed (a transcript is read as it happens)."""
-    print(line, flush=True)
+    """The default voice: stdout, flushed (a transcript is read as it happens); a line may
+    quote a sandbox's text, so its control characters are escaped."""
+    print(printable(line), flush=True)
 
 
 @dataclass
@@ -75,7 +77,9 @@ class ManifestLedger:
 
     def before_room(self, title: str) -> None:
         url = self._target.rest_url
-        self._manifest.record(Kind.ROOM, room_key(url, title), url=url, title=title)
+        self._manifest.record(
+            Kind.ROOM, room_key(url, title), url=url, title=title, **self._target.platform
+        )
 
     def room_created(self, title: str, room_id: str) -> None:
         entry = self._manifest.find(Kind.ROOM, room_key(self._target.rest_url, title))
@@ -196,7 +200,9 @@ class DemoRun:
         for key in brains.hidden:
             say.hide(key)
         self.phase = "provision"
-        requests = cast_ops.requests_for(workspaces, target.rest_url, env=brains.env)
+        requests = cast_ops.requests_for(
+            workspaces, target.rest_url, env=brains.env, platform=target.platform
+        )
         ids = cast_ops.provision_cast(
             requests, api_key=target.user_key, runtime=runtime, manifest=self.manifest, log=say
         )
@@ -256,7 +262,20 @@ class DemoRun:
         def verdict_seen() -> None:
             self.say(phase_line("verdict", "the architect ruled; the meeting closes"))
 
-        conductor = Conductor(setup, ledger=ledger, log=self.say, on_verdict=verdict_seen)
+        seat = Seat(
+            target,
+            self.say,
+            run_dir=self.layout.run_dir,
+            idle_s=self.plan.config.open_floor_idle_s,
+        )
+        conductor = Conductor(
+            setup,
+            ledger=ledger,
+            log=self.say,
+            on_verdict=verdict_seen,
+            on_room=seat.room_open,
+            on_floor=seat.floor_open,
+        )
         meeting = asyncio.run(conductor.run())
         if meeting.verdict_at is not None:
             self.result.timings["verdict"] = meeting.verdict_at - self.started

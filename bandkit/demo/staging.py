@@ -19,7 +19,7 @@ from typing import Final
 
 from ruamel.yaml import YAML
 
-from bandkit.demo.errors import DemoError
+from bandkit.demo import DemoError
 from bandkit.manifest import Kind, Manifest
 from examples.docker_demo import brain, brains_frameworks
 from examples.docker_demo.cast import Role

@@ -2,8 +2,9 @@
 
 `status` reads the manifest without taking its lock (a running `demo.up` holds it), so it
 answers while a meeting is on: what is recorded, whether each demo sandbox runs, the room
-page. `logs` prints the end of one role's startup log (the agent's stdout and stderr) and
-of its launcher log, from the runtime the run used.
+page. `role_logs` prints the end of one role's (or each role's) startup log (the agent's
+stdout and stderr) and of its launcher log, from the runtime the run used, control
+characters escaped; `follow` (`demo.logs --follow`) streams them.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from typing import Final
 
 from pydantic import ValidationError
 
-from bandkit.demo.errors import DemoError
+from bandkit.demo import DemoError
 from bandkit.demo.layout import DemoLayout, RunInfo
 from bandkit.manifest import ManifestFile
 from bandkit.runtimes.base import SandboxError
 from bandkit.runtimes.select import get_runtime
-from examples.docker_demo.cast import CAST, member
+from bandkit.terminal import printable
+from examples.docker_demo.cast import CAST, Member, member
 
 DEFAULT_LINES: Final = 60
 
@@ -62,23 +64,40 @@ def status_lines(run_dir: Path) -> list[str]:
     return lines
 
 
-def role_logs(run_dir: Path, role: str, *, lines: int = DEFAULT_LINES) -> str:
+def roles_for(role: str) -> list[Member]:
+    """The member `role` names, or all three for ""."""
+    if not role:
+        return list(CAST.values())
     try:
-        who = member(role)
+        return [member(role)]
     except ValueError as exc:
         raise DemoError(f"--role: {exc}") from None
+
+
+def role_logs(run_dir: Path, role: str = "", *, lines: int = DEFAULT_LINES) -> str:
+    """The end of the startup and launcher logs of `role` (all three for "")."""
+    who = roles_for(role)
     layout, info = _layout(run_dir)
     if info is None:
         raise DemoError(
             f"no demo run recorded in {layout.home}; start one with `uv run invoke demo.up --keep`"
         )
     try:
-        found = get_runtime(info.runtime, run_dir=layout.runtimes).logs(who.sandbox)
+        runtime = get_runtime(info.runtime, run_dir=layout.runtimes)
+        found = {m.role: runtime.logs(m.sandbox) for m in who}
     except SandboxError as exc:
         raise DemoError(str(exc)) from None
-    startup = "\n".join(found.startup.splitlines()[-lines:]) or "(empty)"
-    launcher = "\n".join(found.launcher.splitlines()[-lines:]) or "(empty)"
-    return (
-        f"== {who.name}: startup log ({who.sandbox}) ==\n{startup}\n"
-        f"== {who.name}: launcher log ==\n{launcher}"
-    )
+    parts = []
+    for m in who:
+        startup = _tail(found[m.role].startup, lines)
+        launcher = _tail(found[m.role].launcher, lines)
+        parts.append(
+            f"== {m.name}: startup log ({m.sandbox}) ==\n{startup}\n"
+            f"== {m.name}: launcher log ==\n{launcher}"
+        )
+    return "\n".join(parts)
+
+
+def _tail(text: str, lines: int) -> str:
+    """The last `lines` lines, control characters escaped (a sandbox wrote them)."""
+    return "\n".join(printable(line) for line in text.splitlines()[-lines:]) or "(empty)"

@@ -2,7 +2,7 @@
 
 `start` (called by `brains.prepare`), in order:
 
-1. the scenario compiled into one stub script per role (`examples/docker_demo/brains_stub`)
+1. the scenario compiled into one stub script per role (`stub_scripts`)
    under `<run dir>/demo/llm/scripts/`;
 2. a fresh 0600 key file there: one canary key per role, bound to the role's script
    (`anthropic:pm=`, `openai:dev=`, `openai:architect=`), held by the host only;
@@ -23,13 +23,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
-from bandkit.demo.errors import DemoError
+from bandkit.demo import DemoError
 from bandkit.demo.layout import DemoLayout
+from bandkit.demo.stub_scripts import stub_script
 from bandkit.errors import BandkitError
 from bandkit.fsio import PRIVATE_DIR_MODE, write_private
 from bandkit.llm import service
 from bandkit.manifest import Kind, Manifest
-from examples.docker_demo.brains_stub import stub_script
 from examples.docker_demo.cast import Role
 from examples.docker_demo.scenario import Scenario
 

@@ -2,7 +2,12 @@
 
 A line passes through the hide list first: any key the run knows is replaced by `***`
 before it is shown or written (the conductor and the runtimes never print one; this is
-the last guard). The file is 0600 and starts afresh for each run.
+the last guard). Then its control characters are escaped (`terminal.printable`): the
+agents' messages and log tails are the sandboxes' text, and no escape sequence of theirs
+reaches the terminal or the file. The file is 0600 and starts afresh for each run.
+
+`terminal_only(line, note)` is for what must reach the person at the terminal and no
+file: the presenter's one-time login link goes to the terminal, the file gets `note`.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
+
+from bandkit.terminal import printable
 
 
 class Transcript:
@@ -43,10 +50,22 @@ class Transcript:
         if secret and secret not in self._hide:
             self._hide.append(secret)
 
-    def __call__(self, line: str) -> None:
+    def _hidden(self, line: str) -> str:
         for secret in self._hide:
             line = line.replace(secret, "***")
+        return printable(line)  # the agents' words: no escape sequence of theirs is shown
+
+    def __call__(self, line: str) -> None:
+        line = self._hidden(line)
         self._out(line)
+        self._write(line)
+
+    def terminal_only(self, line: str, note: str) -> None:
+        """Show `line` on the terminal; write only `note` to the transcript file."""
+        self._out(self._hidden(line))
+        self._write(self._hidden(note))
+
+    def _write(self, line: str) -> None:
         if self._file is not None:
             self._file.write(line + "\n")
             self._file.flush()

@@ -15,6 +15,9 @@
   body. A valid unused token becomes a session: a random cookie (HttpOnly,
   SameSite=Strict, Secure under TLS, named after the port), kept only as a digest, in
   memory (a restart needs a new link). Tokens last `LOGIN_TTL_S`, sessions `SESSION_TTL_S`.
+  A link may name the page it lands on (`#token=...&next=/rooms/<id>`, from
+  `POST /_emulator/login-link?next=...`): only `/` or one room's page (`landing`), a
+  relative path on this origin, so a link can never send the browser anywhere else.
 - **Page calls to the human API** with the cookie must carry `X-Bandkit-Page: 1` (a
   custom header, so another origin's script would need a CORS preflight the emulator
   never grants; a form cannot set it) and must not be cross-origin by `Sec-Fetch-Site`.
@@ -29,6 +32,7 @@ same host name, so another local web server a person visits could read it. Serve
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 import time
 from collections.abc import Callable
@@ -50,6 +54,10 @@ MAX_SESSIONS = 64
 PAGE_HEADER = "x-bandkit-page"
 USER_KEY_CLIENT = "user-key"  # the feed-limit client id of requests made with the user key
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+HOME_PAGE = "/"
+# Where a login may land: the room list or one room's page, nothing else (no scheme, no
+# host, no `//`, no backslash, no dot segment, no query): never an open redirect.
+LANDING = re.compile(r"/(?:rooms/[A-Za-z0-9_-]{1,64})?")
 
 Clock = Callable[[], float]
 
@@ -84,6 +92,13 @@ def allowed_hosts(
         if reached == default_port:
             out.add(name)
     return frozenset(out)
+
+
+def landing(raw: str | None) -> str | None:
+    """`raw` when it is a page a login may land on (`/`, `/rooms/<id>`), else None."""
+    if raw is None or LANDING.fullmatch(raw) is None:
+        return None
+    return raw
 
 
 class HostGuard:

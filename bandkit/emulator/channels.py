@@ -4,8 +4,9 @@ One `Socket` per accepted connection: a reader (the ASGI handler) answers heartb
 joins and leaves; a writer task drains the socket's outbox so a slow peer never
 blocks another, and waits on the pause gate (`faults/pause`). Every push carries the
 topic's current join_ref, or the V2 client drops it silently. The `Broker` indexes
-sockets by topic and by agent, applies the audience rules of each `Push`, and also
-feeds the live room pages.
+sockets by topic and by agent, applies the audience rules of each `Push`, ends the room
+channels of an agent removed from the room (`revoke`), and also feeds the live room
+pages.
 """
 
 from __future__ import annotations
@@ -178,6 +179,16 @@ class Broker:
     def _leave(self, sock: Socket, topic: str) -> None:
         sock.topics.pop(topic, None)
         self._by_topic.get(topic, set()).discard(sock)
+
+    def revoke(self, agent_id: str, topic: str) -> None:
+        """End `agent_id`'s subscription to `topic` (it lost its seat in the room): no
+        later push on it reaches that agent, and a rejoin is refused (`authorize`).
+        Silently, as the SDK expects: it leaves the room's channels itself on
+        `room_removed`, and a server-side `phx_close` would make that leave fail (the
+        client drops a closed topic); a `phx_leave` is answered ok either way."""
+        for sock in list(self._by_topic.get(topic, ())):
+            if sock.principal == Principal(Kind.AGENT, agent_id):
+                self._leave(sock, topic)
 
     # --- pushes -----------------------------------------------------------------------
 

@@ -171,6 +171,7 @@ def _banner(emulator: Emulator, key_line: str) -> list[str]:
         )
     else:
         lines.append("state: in memory only (use --state-file to keep it across restarts)")
+    lines.append(f"platform id: {platform.state.platform_id}")
     if emulator.ca_file is not None:
         lines.append(
             f"CA certificate: {emulator.ca_file} (export SSL_CERT_FILE={emulator.ca_file})"

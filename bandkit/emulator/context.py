@@ -63,6 +63,8 @@ class Platform:
         """After a mutation: deliver its pushes and schedule a save."""
         if outcome is not None:
             self.broker.publish(outcome.pushes)
+            for agent_id, topic in outcome.revoked:
+                self.broker.revoke(agent_id, topic)
         if self.saver is not None:
             self.saver.mark_dirty()
 

@@ -1,9 +1,13 @@
 """The control API under `/_emulator/` (user key): health, redacted state, faults, agent control.
 
-- `GET health`: liveness and counts (no secrets).
+- `GET health`: liveness and counts (no secrets), the platform's identity (`platform_id`,
+  made once with its state) and where that state is kept (`state_file`, null when in
+  memory only): what records name it by, and how a teardown tells a platform that may
+  come back from one whose state is gone.
 - `GET state`: the whole state without any key digest.
-- `POST login-link`: a fresh one-time login link for the room pages (`access.py`); the
-  user key is the only way to get one, and the link is never logged.
+- `POST login-link[?next=/rooms/<id>]`: a fresh one-time login link for the room pages
+  (`access.py`), landing on `next` when given (`/` or one room's page; anything else is
+  400); the user key is the only way to get one, and the link is never logged.
 - `POST faults/drop`: abort every WebSocket with no close frame (a network cut).
 - `POST faults/pause?seconds=N`: for N seconds agents get nothing: the agent API and
   every socket (replies, pushes, new upgrades) are held; the human and control APIs
@@ -15,11 +19,14 @@ A restart is a real process restart with `--state-file`, so there is no restart 
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from bandkit.emulator import ops, wire
+from bandkit.emulator.access import landing
 from bandkit.emulator.api import body, data, endpoint
 from bandkit.emulator.channels import Kind, Principal
 from bandkit.emulator.context import Platform
@@ -42,6 +49,8 @@ async def health(request: Request, platform: Platform, _: Principal) -> Response
             "page_feeds": platform.pages.open_feeds,
             "online_agents": sorted(platform.broker.agent_sockets),
             "unhandled": platform.unhandled,
+            "platform_id": state.platform_id,
+            "state_file": str(platform.saver.path.absolute()) if platform.saver else None,
         }
     )
 
@@ -54,9 +63,17 @@ async def snapshot(request: Request, platform: Platform, _: Principal) -> Respon
 @control
 async def login_link(request: Request, platform: Platform, _: Principal) -> Response:
     base = str(request.base_url).rstrip("/")
+    asked = request.query_params.get("next")
+    lands = landing(asked)
+    if asked is not None and lands is None:
+        raise invalid("/next", "must be / or /rooms/<room id> (a page of this emulator)")
     token = platform.pages.mint_login_token()
+    target = "" if lands is None else f"&next={quote(lands, safe='/')}"
     return data(
-        {"url": f"{base}/login#token={token}", "expires_in": int(platform.pages.login_ttl)},
+        {
+            "url": f"{base}/login#token={token}{target}",
+            "expires_in": int(platform.pages.login_ttl),
+        },
         status=201,
     )
 

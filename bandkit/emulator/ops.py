@@ -71,9 +71,21 @@ class Push:
 
 @dataclass
 class Outcome:
-    """What an operation produced besides its return value."""
+    """What an operation produced besides its return value: the pushes it sends, then the
+    room channels an agent loses with its seat (`revoked`: agent id, topic), which the
+    broker ends after delivering the pushes (the agent hears of its own removal first)."""
 
     pushes: list[Push] = field(default_factory=list)
+    revoked: list[tuple[str, str]] = field(default_factory=list)
+
+    def extend(self, other: Outcome) -> None:
+        self.pushes += other.pushes
+        self.revoked += other.revoked
+
+
+def room_topics(room_id: str) -> tuple[str, str]:
+    """The channels only a room's participants may hold (agents lose them when removed)."""
+    return chat_room_topic(room_id), participants_topic(room_id)
 
 
 # --- agents ---------------------------------------------------------------------------
@@ -113,7 +125,7 @@ def delete_agent(state: EmulatorState, agent_id: str, now: str) -> tuple[AgentRe
     out = Outcome()
     for room in list(state.rooms.values()):
         if (p := room.participants.get(agent_id)) is not None:
-            out.pushes += drop_participant(state, room, p, now).pushes
+            out.extend(drop_participant(state, room, p, now))
     del state.agents[agent_id]
     _forget_agent(state, agent_id)
     return agent, out
@@ -185,6 +197,7 @@ def delete_room(state: EmulatorState, room_id: str) -> Outcome:
     for p in room.participants.values():
         if p.type is ParticipantType.AGENT:
             out.pushes.append(Push(agent_rooms_topic(p.id), "room_removed", payload, users=False))
+            out.revoked += [(p.id, topic) for topic in room_topics(room_id)]
     out.pushes.append(
         Push(user_rooms_topic(state.user.id), "room_removed", payload, agents=frozenset())
     )
@@ -249,9 +262,9 @@ def drop_participant(state: EmulatorState, room: Room, p: Participant, now: str)
     payload = wire.participant_push(state, p)
     del room.participants[p.id]
     room.updated_at = now
-    if p.type is ParticipantType.USER:
-        gone = Push(user_rooms_topic(p.id), "room_removed", wire.room(room), agents=frozenset())
-    else:
-        gone = Push(agent_rooms_topic(p.id), "room_removed", wire.room(room), users=False)
     removed = Push(participants_topic(room.id), "participant_removed", payload, page_room=room.id)
-    return Outcome([removed, gone])
+    if p.type is ParticipantType.USER:  # the user watches every room: it keeps its channels
+        gone = Push(user_rooms_topic(p.id), "room_removed", wire.room(room), agents=frozenset())
+        return Outcome([removed, gone])
+    gone = Push(agent_rooms_topic(p.id), "room_removed", wire.room(room), users=False)
+    return Outcome([removed, gone], [(p.id, topic) for topic in room_topics(room.id)])

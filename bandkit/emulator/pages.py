@@ -1,9 +1,10 @@
 """The room pages: `/` lists rooms, `/rooms/{id}` is a room's live chat; `/login` signs in.
 
 Pages, feeds and the page's API calls need the user (`access.py`): a session cookie
-from a one-time login link (`/login#token=...`, printed by the emulator and by
-`invoke platform.up|status`), or the user key in `X-API-Key` (scripts). Without either,
-a page answers 401 with a "use the login link" page and a feed answers 401 JSON.
+from a one-time login link (`/login#token=...[&next=/rooms/<id>]`, printed by the
+emulator, by `invoke platform.up|status` and by `invoke demo.up`), or the user key in
+`X-API-Key` (scripts). Without either, a page answers 401 with a "use the login link"
+page and a feed answers 401 JSON.
 
 Each page opens a Server-Sent Events feed: `/rooms/{id}/feed` first sends a `snapshot`
 (room, participants, messages and events so far), then every change as it happens, so
@@ -28,7 +29,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from bandkit.emulator import messages, wire
-from bandkit.emulator.access import USER_KEY_CLIENT
+from bandkit.emulator.access import HOME_PAGE, USER_KEY_CLIENT, landing
 from bandkit.emulator.api import error_response, platform_of
 from bandkit.emulator.channels import PAGE_ALL, Kind
 
@@ -69,18 +70,22 @@ NEEDS_LOGIN = """<!doctype html><html lang="en"><head><meta charset="utf-8">
 <h1>Sign in with the login link</h1><p id="why">{why}</p><p>{help}</p></body></html>"""
 
 # The token is in the fragment (never sent, so never in a request line or access log);
-# this page moves it into a form body, drops it from the address bar and posts it.
+# this page moves it (and the page to land on, `next`) into a form body, drops it from
+# the address bar and posts it. The server lands only on `access.landing` pages.
 LOGIN = """<!doctype html><html lang="en"><head><meta charset="utf-8">
 <title>Band emulator · signing in</title>{style}</head><body>
 <h1>Band emulator</h1><p id="why">Signing in…</p>
-<form id="login" method="post" action="/login"><input type="hidden" name="token"></form>
+<form id="login" method="post" action="/login"><input type="hidden" name="token">
+<input type="hidden" name="next"></form>
 <script>
 "use strict";
-const token = new URLSearchParams(location.hash.slice(1)).get("token");
+const given = new URLSearchParams(location.hash.slice(1));
+const token = given.get("token");
 history.replaceState(null, "", "/login");
 if (token) {{
   const form = document.getElementById("login");
   form.elements.token.value = token;
+  form.elements.next.value = given.get("next") || "/";
   form.submit();
 }} else {{
   document.getElementById("why").innerHTML = {help};
@@ -118,18 +123,21 @@ async def login_page(request: Request) -> Response:
 
 
 async def login(request: Request) -> Response:
-    """Trade a one-time token (form body) for a session cookie, then go to the rooms."""
+    """Trade a one-time token (form body) for a session cookie, then go to the rooms, or
+    to the one room the link names (`next`, only a page `access.landing` allows)."""
     raw = b""
     async for chunk in request.stream():
         raw += chunk
         if len(raw) > LOGIN_BODY_MAX:
             return error_response(413, "payload_too_large", "login body too large")
-    token = parse_qs(raw.decode("utf-8", errors="replace")).get("token", [""])[0]
+    form = parse_qs(raw.decode("utf-8", errors="replace"))
+    token = form.get("token", [""])[0]
+    lands = landing(form.get("next", [HOME_PAGE])[0]) or HOME_PAGE
     pages = platform_of(request).pages
     session = pages.redeem(token)
     if session is None:
         return _needs_login("This login link was already used, has expired, or is not valid.")
-    response = RedirectResponse("/", status_code=303, headers=PAGE_HEADERS)
+    response = RedirectResponse(lands, status_code=303, headers=PAGE_HEADERS)
     response.headers.append("set-cookie", pages.cookie_header(session))
     return response
 

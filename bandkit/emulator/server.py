@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import uvicorn
 from starlette.applications import Starlette
@@ -94,14 +95,6 @@ def new_state() -> EmulatorState:
     return EmulatorState(user=user)
 
 
-def _url_host(host: str) -> str:
-    if host in ("0.0.0.0", ""):  # noqa: S104 - rendering, not binding
-        return "127.0.0.1"
-    if host == "::":
-        return "[::1]"
-    return f"[{host}]" if ":" in host else host
-
-
 async def _not_found(request: Request, exc: Exception) -> Response:
     """Every request no route answers: one `UNHANDLED <METHOD> <template>` line each."""
     platform: Platform = request.app.state.platform
@@ -164,12 +157,11 @@ class Emulator:
         self.config = config
         self._user_key = user_key
         self.ready = asyncio.Event()
-        self._stop = asyncio.Event()
+        self._uvicorn = daemons.Uvicorn(log)
         self.rest_url = ""
         self.ws_url = ""
         self.ca_file: Path | None = None
         self.platform: Platform | None = None
-        self._server: uvicorn.Server | None = None
         self._socket: socket.socket | None = None
         self._saver: Saver | None = None
 
@@ -228,15 +220,11 @@ class Emulator:
             server_header=False,
             **ssl_kwargs,
         )
-        self._server = uvicorn.Server(uv_config)
-        # What uvicorn's own `_serve` does before `startup` (we skip its polling main loop).
-        uv_config.load()
-        self._server.lifespan = uv_config.lifespan_class(uv_config)
-        await self._server.startup(sockets=[self._socket])
+        await self._uvicorn.start(uv_config, self._socket)
         if self._saver is not None:
             self._saver.start()
             self._saver.mark_dirty()
-        host = _url_host(config.host)
+        host = daemons.url_host(config.host)
         secure = "s" if config.tls else ""
         self.rest_url = f"http{secure}://{host}:{port}"
         self.ws_url = f"ws{secure}://{host}:{port}{ws_endpoint.SOCKET_PATH}"
@@ -249,36 +237,34 @@ class Emulator:
         """Start, run until `stop()` is called, then shut down within the grace period."""
         await self.startup()
         try:
-            await self._stop.wait()
+            await self._uvicorn.wait()
         finally:
             await self.shutdown(self.config.shutdown_timeout)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._uvicorn.stop()
 
-    def login_url(self) -> str:
-        """A fresh one-time link that opens the room pages (see `access.py`)."""
+    def login_url(self, lands: str | None = None) -> str:
+        """A fresh one-time link that opens the room pages (see `access.py`), landing on
+        `lands` (`/rooms/<id>`) when given."""
         assert self.platform is not None, "not started"
-        return f"{self.rest_url}/login#token={self.platform.pages.mint_login_token()}"
+        target = ""
+        if lands is not None:
+            if access.landing(lands) is None:
+                raise ValueError(f"a login cannot land on {lands!r}")
+            target = f"&next={quote(lands, safe='/')}"
+        return f"{self.rest_url}/login#token={self.platform.pages.mint_login_token()}{target}"
 
     def force(self) -> None:
         """Stop waiting for open connections during shutdown."""
-        if self._server is not None:
-            self._server.force_exit = True
+        self._uvicorn.force()
 
     async def shutdown(self, timeout: float) -> None:
         """Close sockets (1001) and page feeds, stop uvicorn within `timeout`, save state."""
         if self.platform is not None:
             self.platform.resume()
             self.platform.broker.close_all(SHUTDOWN_CLOSE_CODE, "emulator shutting down")
-        server = self._server
-        if server is not None:
-            server.config.timeout_graceful_shutdown = max(1, round(timeout))
-            try:
-                await asyncio.wait_for(server.shutdown(), timeout=timeout + 1.0)
-            except TimeoutError:
-                log.error("shutdown did not finish within %.1f s; leaving the rest", timeout)
-            self._server = None
+        await self._uvicorn.shutdown(timeout)
         if self._saver is not None:
             await self._saver.stop()
             self._saver = None
@@ -288,15 +274,13 @@ class Emulator:
 
     def drop_sockets(self) -> int:
         """Abort every WebSocket's TCP connection without a close frame; return how many."""
-        if self._server is None:
+        server = self._uvicorn.server
+        if server is None:
             return 0
         dropped = 0
-        for connection in list(self._server.server_state.connections):
+        for connection in list(server.server_state.connections):
             if isinstance(connection, WebSocketsSansIOProtocol) and connection.transport:
                 connection.transport.abort()
                 dropped += 1
         log.warning("FAULT drop: aborted %d WebSocket connection(s)", dropped)
         return dropped
-
-
-run_until_signalled = daemons.run_until_signalled

@@ -3,15 +3,23 @@
 `up` starts `python -m bandkit.emulator` detached, with its user key in a 0600 file and
 its state in a state file (both under the run directory, `.run/` by default, which git
 ignores), reads the two URL lines it prints, checks `/_emulator/health`, and records
-pid, URLs and file locations in the 0600 run file `platform.json`. `down` stops exactly
-the recorded process (SIGTERM, then waits on a pidfd) and removes the run file; state
-and key stay, so the next `up` resumes the same agents and rooms. Nothing here prints
-or stores a key value; the run file only says where the key file is.
+pid, URLs, the platform's id and file locations in the 0600 run file `platform.json`.
+`down` stops exactly the recorded process (SIGTERM, then waits on a pidfd) and removes
+the run file; state and key stay, so the next `up` resumes the same agents and rooms.
+Nothing here prints or stores a key value; the run file only says where the key file is.
+
+A platform keeps its identity across restarts: its id lives in its state (`platform_id`),
+and its address in `platform-address.json` (0600, kept by `down`), so `up` in a run
+directory whose platform stopped or died (`kill -9`, an OOM kill, a reboot) listens on
+the same port again, from the same state: same keys, rooms and agents, and the agents'
+boxes, still pointed at that address, reconnect by themselves. A port someone else took
+meanwhile is a `PlatformError` saying so and what to do; `--port` moves it on purpose.
 
 The room pages need a login link (`access.py`): `login_link` asks the running emulator
 for a fresh one-time link (`POST /_emulator/login-link`, user key) for `platform.up` and
-`platform.status` to print. The link goes to the caller's stdout only: it is neither in
-the run file nor in the platform log (the emulator's stderr).
+`platform.status` to print; `mint_login` one that lands on a room's page (`demo.up`).
+The link goes to the caller's stdout only: it is neither in the run file nor in the
+platform log (the emulator's stderr).
 """
 
 from __future__ import annotations
@@ -19,17 +27,17 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import select
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
 from bandkit import daemons
-from bandkit.errors import BandkitError
+from bandkit.errors import BandkitError, conceal
 from bandkit.fsio import write_private
 
 RUN_DIR = Path(".run")
@@ -37,7 +45,9 @@ RUN_FILE = "platform.json"
 KEY_FILE = "platform-user-key"
 STATE_FILE = "platform-state.json"
 LOG_FILE = "platform.log"
+ADDRESS_FILE = "platform-address.json"
 MODULE = "bandkit.emulator"
+PORT_WAIT_S = 2.0  # how long `up` waits for its old port to be let go of
 
 
 class PlatformError(BandkitError):
@@ -54,6 +64,57 @@ class RunRecord:
     log_file: str
     started_at: str
     ca_file: str | None = None
+    platform_id: str = ""  # the id in its state (`GET /_emulator/health`)
+
+
+@dataclass(frozen=True)
+class Address:
+    """Where the platform of a run directory listens, kept across its restarts."""
+
+    host: str
+    port: int
+    tls: bool
+    platform_id: str = ""
+    allow_hosts: tuple[str, ...] = ()
+
+
+def read_address(run_dir: Path) -> Address | None:
+    """The address the platform of `run_dir` last listened on; None when never started."""
+    path = run_dir / ADDRESS_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["allow_hosts"] = tuple(str(name) for name in data.get("allow_hosts", ()))
+        address = Address(**data)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError):
+        raise PlatformError(
+            f"{path} is unreadable; remove it (the next `platform.up` picks a new port: "
+            "agents provisioned on the old one then need provisioning again)"
+        ) from None
+    if not isinstance(address.port, int) or not 0 < address.port < 65536:
+        raise PlatformError(f"{path} names no valid port; remove it and retry")
+    return address
+
+
+def state_identity(state_file: Path) -> str | None:
+    """The platform id a state file holds: None when there is no such file, "" when it
+    predates ids (it gets one at its next start) or cannot be read as a state."""
+    try:
+        data = json.loads(state_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return ""
+    value = data.get("platform_id") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+def last_record(run_dir: Path) -> tuple[RunRecord | None, bool]:
+    """(the run file's record, whether its process still runs): a platform that died
+    without `down` leaves its record, which says where its key and state are."""
+    record = _read_record(run_dir)
+    return record, record is not None and _is_our_emulator(record.pid)
 
 
 def _read_record(run_dir: Path) -> RunRecord | None:
@@ -82,7 +143,8 @@ def running(run_dir: Path) -> RunRecord | None:
     if not _is_our_emulator(record.pid):
         raise PlatformError(
             f"the local platform recorded in {run_dir / RUN_FILE} (pid {record.pid}) is not "
-            "running; start it with `uv run invoke platform.up` or set BAND_REST_URL"
+            f"running; `uv run invoke platform.up` starts it again on {record.rest_url}, "
+            "from its state (or set BAND_REST_URL)"
         )
     return record
 
@@ -90,12 +152,14 @@ def running(run_dir: Path) -> RunRecord | None:
 def read_user_key(record: RunRecord) -> str:
     """The user key of a running local platform, from its 0600 key file."""
     try:
-        return Path(record.user_key_file).read_text(encoding="utf-8").strip()
+        key = Path(record.user_key_file).read_text(encoding="utf-8").strip()
     except OSError as exc:
         raise PlatformError(
             f"cannot read the local platform's key file {record.user_key_file} "
             f"({exc.strerror}); restart it with `uv run invoke platform.down platform.up`"
         ) from None
+    conceal(key)
+    return key
 
 
 def _user_key_file(run_dir: Path) -> Path:
@@ -105,24 +169,6 @@ def _user_key_file(run_dir: Path) -> Path:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(f"band_u_{secrets.token_urlsafe(32)}\n")
     return path
-
-
-def _read_banner(proc: subprocess.Popen[bytes], timeout: float) -> list[str]:
-    """The lines the emulator prints once ready (up to "Ctrl-C ..."), within `timeout`."""
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    buffer = b""
-    fd = proc.stdout.fileno()
-    while b"Ctrl-C to stop.\n" not in buffer:
-        remaining = deadline - time.monotonic()
-        ready, _, _ = select.select([fd], [], [], max(remaining, 0))
-        if not ready:
-            raise PlatformError(f"the emulator did not report ready within {timeout:.0f}s")
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            raise PlatformError("the emulator exited during startup")
-        buffer += chunk
-    return buffer.decode("utf-8", errors="replace").splitlines()
 
 
 def up(
@@ -136,6 +182,10 @@ def up(
 ) -> tuple[RunRecord, bool]:
     """Start the emulator in the background (or find it running); (record, started_now).
 
+    `port=0` means the port this run directory's platform had before (`ADDRESS_FILE`),
+    else a free one; a port that is taken is a PlatformError naming it, never another
+    port in silence (the agents would not find their platform).
+
     `host="0.0.0.0"` lets containers reach it (the recorded URLs still say 127.0.0.1);
     a container that names the host differently (a bridge gateway, host.docker.internal)
     needs that name in `allow_hosts`, or its requests are refused with 421.
@@ -145,6 +195,10 @@ def up(
         return existing, False
     run_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(run_dir, 0o700)
+    before = _previous_port(run_dir, existing)
+    port = port or before
+    if port:
+        _check_free(host, port, run_dir, before=port == before)
     key_file = _user_key_file(run_dir)
     state_file, log_file = run_dir / STATE_FILE, run_dir / LOG_FILE
     argv = [
@@ -183,10 +237,10 @@ def up(
     )
     write_private(run_dir / RUN_FILE, json.dumps(asdict(record), indent=1))  # before waiting
     try:
-        banner = _read_banner(proc, timeout)
+        banner = daemons.read_banner(proc, timeout, what="the emulator", error=PlatformError)
     except PlatformError as exc:
         proc.terminate()
-        raise PlatformError(f"{exc}; see {log_file}") from None
+        raise PlatformError(f"{exc}{_startup_failure(log_file)}; see {log_file}") from None
     finally:
         assert proc.stdout is not None
         proc.stdout.close()
@@ -209,11 +263,81 @@ def up(
         ca,
     )
     write_private(run_dir / RUN_FILE, json.dumps(asdict(record), indent=1))
-    health(record)
+    info = health(record)
+    record = RunRecord(**{**asdict(record), "platform_id": str(info.get("platform_id") or "")})
+    write_private(run_dir / RUN_FILE, json.dumps(asdict(record), indent=1))
+    bound = urlsplit(record.rest_url).port or 0
+    address = Address(host, bound, tls, record.platform_id, tuple(allow_hosts))
+    write_private(run_dir / ADDRESS_FILE, json.dumps(asdict(address), indent=1))
     return record, True
 
 
-def _control(record: RunRecord, method: str, path: str, ok: int) -> dict[str, object]:
+def up_again(run_dir: Path = RUN_DIR) -> tuple[RunRecord, bool]:
+    """`up` as the platform of `run_dir` was last started (host, TLS, allowed hosts, port):
+    what `kit.resume` and a teardown use to bring back a platform that stopped."""
+    previous = read_address(run_dir)
+    if previous is None:
+        return up(run_dir)
+    return up(
+        run_dir,
+        port=previous.port,
+        host=previous.host,
+        tls=previous.tls,
+        allow_hosts=previous.allow_hosts,
+    )
+
+
+def _previous_port(run_dir: Path, existing: RunRecord | None) -> int:
+    """The port the platform of `run_dir` had (kept by `down`; else the run file a dead
+    one left says it); 0 when it never ran here."""
+    previous = read_address(run_dir)
+    if previous is not None:
+        return previous.port
+    if existing is not None:
+        return urlsplit(existing.rest_url).port or 0
+    return 0
+
+
+def _check_free(host: str, port: int, run_dir: Path, *, before: bool) -> None:
+    """Fail with what to do when another process holds the platform's port (after
+    `PORT_WAIT_S`: a platform killed a moment ago may not have let go of it yet)."""
+    deadline = time.monotonic() + PORT_WAIT_S
+    while True:
+        try:
+            daemons.listen(host, port, backlog=1).close()
+            return
+        except daemons.BindError as exc:
+            if time.monotonic() < deadline:
+                time.sleep(0.1)
+                continue
+            if not before:
+                raise PlatformError(str(exc)) from None
+        raise PlatformError(
+            f"port {port} on {host}, where the local platform of {run_dir} listened before "
+            "(its agents and records use that address), is taken by another process. "
+            f"Free it (`ss -ltnp 'sport = :{port}'` shows which process holds it) and re-run "
+            "`uv run invoke platform.up`; or move the platform with `platform.up --port N` "
+            "(agents provisioned on the old port then need provisioning again)"
+        )
+
+
+def _startup_failure(log_file: Path) -> str:
+    """The emulator's own reason for exiting during startup (its `emulator: ...` line)."""
+    try:
+        lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    reasons = [line for line in lines[-20:] if line.startswith("emulator: ")]
+    return f" ({reasons[-1]})" if reasons else ""
+
+
+def _control(
+    record: RunRecord,
+    method: str,
+    path: str,
+    ok: int,
+    params: dict[str, str] | None = None,
+) -> dict[str, object]:
     """One control API call with the recorded key file; PlatformError unless status `ok`."""
     key = read_user_key(record)
     verify: bool | str = record.ca_file or True
@@ -221,6 +345,7 @@ def _control(record: RunRecord, method: str, path: str, ok: int) -> dict[str, ob
         response = httpx.request(
             method,
             f"{record.rest_url}/_emulator/{path}",
+            params=params,
             headers={"x-api-key": key},
             timeout=5,
             verify=verify,
@@ -242,13 +367,20 @@ def health(record: RunRecord) -> dict[str, object]:
     return _control(record, "GET", "health", 200)
 
 
+def mint_login(record: RunRecord, *, lands: str | None = None) -> tuple[str, int]:
+    """(a fresh one-time login link, the minutes it works), landing on `lands` (a room's
+    page, `/rooms/<id>`) when given. For a terminal only: never log or store the link."""
+    params = None if lands is None else {"next": lands}
+    link = _control(record, "POST", "login-link", 201, params=params)
+    return str(link["url"]), round(int(str(link["expires_in"])) / 60)
+
+
 def login_link(record: RunRecord) -> str:
     """`room pages: <link> (...)`: a fresh one-time link that signs a browser in to the
     room pages, and how long it works. For stdout only: never log or store it."""
-    link = _control(record, "POST", "login-link", 201)
-    minutes = round(int(str(link["expires_in"])) / 60)
+    url, minutes = mint_login(record)
     return (
-        f"room pages: {link['url']} (login link: works once, {minutes} min; "
+        f"room pages: {url} (login link: works once, {minutes} min; "
         "`invoke platform.status` prints a fresh one)"
     )
 
@@ -269,9 +401,10 @@ def down(run_dir: Path = RUN_DIR, *, timeout: float = 15.0) -> str:
 def status(run_dir: Path = RUN_DIR) -> list[str]:
     record = _read_record(run_dir)
     if record is None or not _is_our_emulator(record.pid):
-        return ["platform: not running (`invoke platform.up` starts it)"]
+        return [_not_running(run_dir)]
     lines = [
         f"platform: running, pid {record.pid}, since {record.started_at}",
+        f"platform id: {record.platform_id or '(unknown)'}",
         f"REST: {record.rest_url}",
         f"WebSocket: {record.ws_url}",
         f"user key file: {record.user_key_file}",
@@ -291,6 +424,17 @@ def status(run_dir: Path = RUN_DIR) -> list[str]:
     except PlatformError as exc:
         lines.append(f"health: {exc}")
     return lines
+
+
+def _not_running(run_dir: Path) -> str:
+    address = read_address(run_dir)
+    identity = state_identity(run_dir / STATE_FILE)
+    if address is None or identity is None:
+        return "platform: not running (`invoke platform.up` starts it)"
+    return (
+        f"platform: not running; its state ({identity or 'platform'}) is in "
+        f"{run_dir / STATE_FILE}: `invoke platform.up` brings it back on port {address.port}"
+    )
 
 
 def logs(run_dir: Path = RUN_DIR, *, lines: int = 50) -> str:

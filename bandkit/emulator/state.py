@@ -10,12 +10,19 @@ one object that is persisted.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION: Literal["1"] = "1"
+
+
+def new_platform_id() -> str:
+    """A platform's identity: made once with its state, kept in the state file, so the
+    records made on it (manifests) name this platform and not its transient URL."""
+    return f"emu_{uuid.uuid4().hex}"
 
 
 def key_digest(api_key: str) -> str:
@@ -225,6 +232,9 @@ class EmulatorState(_Model):
     """Everything persisted; mutated only by `ops.py`."""
 
     schema_version: Literal["1"] = SCHEMA_VERSION
+    # Made with the state (a state file from before it gets one at its next load and
+    # keeps it from then on: the load is saved at startup).
+    platform_id: str = Field(default_factory=new_platform_id)
     user: User
     agents: dict[str, AgentRecord] = Field(default_factory=dict)
     rooms: dict[str, Room] = Field(default_factory=dict)

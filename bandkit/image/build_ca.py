@@ -147,6 +147,11 @@ def staged(cas: Sequence[CaFile], folder: Path = BUILD_CA_DIR) -> Iterator[list[
     flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     lock = os.open(_lock_file(folder), flags, 0o644)
     try:
+        _refuse_foreign_lock(lock, _lock_file(folder))
+    except ImageError:
+        os.close(lock)
+        raise
+    try:
         _sweep_if_alone(lock, folder)
         fcntl.flock(lock, fcntl.LOCK_SH)
         paths = []
@@ -167,6 +172,17 @@ def _lock_file(folder: Path) -> Path:
     """Outside the build context (a file there would enter it), one per staging folder."""
     key = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
     return Path(tempfile.gettempdir()) / f"bandkit-build-ca-{key}.lock"
+
+
+def _refuse_foreign_lock(lock: int, path: Path) -> None:
+    """The lock's name under /tmp is predictable: a file another user made first could be
+    held by them for ever (every build would wait). Refuse it, naming the fix."""
+    owner = os.fstat(lock).st_uid
+    if owner != os.geteuid():
+        raise ImageError(
+            f"build CA lock {path} belongs to uid {owner}, not to us: another user may have "
+            "made it to stall the build; remove it and re-run"
+        )
 
 
 def _sweep_if_alone(lock: int, folder: Path) -> None:

@@ -29,15 +29,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bandkit import processes, tools
 from bandkit.ci.privilege import as_root
 from bandkit.dockercli import ImageError, docker_answers
 from bandkit.image.bases import enable_emulation
-from bandkit.image.builder_fetch import MARKER, PACKAGES, SUITE, SideDockerError, fetch_debs
+from bandkit.image.builder_fetch import MARKER, SideDockerError, fetch_debs
 from bandkit.image.facts import host_arch
 
-__all__ = ["PACKAGES", "SUITE", "Layout", "SideDockerError", "down", "env", "status", "up"]
+__all__ = ["Layout", "SideDockerError", "down", "env", "status", "up"]
 
 BRIDGE = "bkbx0"
+RUN_TIMEOUT_S = 120.0  # each privileged step (ip, mkdir, kill)
 BRIDGE_ADDRESS = "10.199.77.1/24"
 RUN_DIR = Path("/run/bandkit-buildx")
 START_TIMEOUT_S = 60.0
@@ -122,12 +124,8 @@ def daemon_config() -> dict[str, object]:
     }
 
 
-def _run(argv: Sequence[str], what: str, timeout: float = 120) -> str:
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
-        raise SideDockerError(f"{what} failed (exit {proc.returncode}):\n{tail}")
-    return proc.stdout
+def _run(argv: Sequence[str], what: str) -> None:
+    tools.run(argv, what=what, timeout=RUN_TIMEOUT_S, error=SideDockerError)
 
 
 def _privileged(argv: Sequence[str]) -> list[str]:
@@ -146,16 +144,7 @@ def pid(where: Layout) -> int | None:
         value = int(where.pidfile.read_text().strip())
     except (OSError, ValueError):
         return None
-    return value if _alive(value) else None
-
-
-def _alive(process: int) -> bool:
-    """True while `process` exists and is not a zombie waiting to be reaped."""
-    try:
-        stat = Path(f"/proc/{process}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    return value if processes.alive(value) else None
 
 
 def _ensure_bridge() -> bool:
@@ -166,7 +155,7 @@ def _ensure_bridge() -> bool:
         ["ip", "addr", "add", BRIDGE_ADDRESS, "dev", BRIDGE],
         ["ip", "link", "set", BRIDGE, "up"],
     ):
-        _run(_privileged(argv), f"`{' '.join(argv)}`")
+        _run(_privileged(argv), f"bridge {BRIDGE}")
     return True
 
 
@@ -242,7 +231,7 @@ def down(where: Layout) -> str:
         return "side dockerd: not running"
     _run(_privileged(["kill", "-TERM", str(running)]), f"stop dockerd pid {running}")
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while _alive(running):
+    while processes.alive(running):
         if time.monotonic() > deadline:
             raise SideDockerError(
                 f"dockerd pid {running} still running after {STOP_TIMEOUT_S:.0f}s; see {where.log}"

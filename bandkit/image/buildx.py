@@ -17,8 +17,9 @@ path it took and why. The rule:
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
+
+from bandkit.dockercli import docker
 
 CONTAINERD_SNAPSHOTTER = "io.containerd.snapshotter.v1"
 PROBE_TIMEOUT_S = 60.0
@@ -113,21 +114,15 @@ def decide(facts: BuilderFacts, platforms: tuple[str, ...]) -> Verdict:
     )
 
 
-def _docker(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["docker", *argv], capture_output=True, text=True, check=False, timeout=PROBE_TIMEOUT_S
-    )
-
-
 def probe() -> BuilderFacts:
     """Ask the docker CLI (DOCKER_HOST / DOCKER_CONFIG select the daemon and plugins)."""
-    version = _docker("buildx", "version")
+    version = docker(["buildx", "version"], PROBE_TIMEOUT_S, check=False)
     buildx = parse_version(version.returncode, version.stdout)
     if buildx is None:
         return BuilderFacts(None)
-    info = _docker("info", "--format", "{{json .DriverStatus}}")
+    info = docker(["info", "--format", "{{json .DriverStatus}}"], PROBE_TIMEOUT_S, check=False)
     store = info.returncode == 0 and parse_driver_status(info.stdout)
-    inspect = _docker("buildx", "inspect")
+    inspect = docker(["buildx", "inspect"], PROBE_TIMEOUT_S, check=False)
     if inspect.returncode != 0:
         error = (inspect.stderr.strip().splitlines() or ["failed"])[-1]
         return BuilderFacts(buildx, containerd_store=store, inspect_error=error)

@@ -17,7 +17,12 @@ from bandkit.dockercli import ImageError
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KIT_DIR = REPO_ROOT / "docker" / "band_python_kit"
 DOCKERFILE = KIT_DIR / "Dockerfile"
-SPEC = KIT_DIR / "spec.yaml"
+SPEC = KIT_DIR / "spec.yaml"  # the current shape (sbx 0.42.1+): what `--kit KIT_DIR` reads
+# The legacy shape (sbx below 0.42.1) lives in a kit directory of its own, named for the
+# sbx it is for; a release publishes it under the kit tag `X.Y.Z-<this name>`.
+LEGACY_KIT_NAME = "sbx-below-0.42.1"
+LEGACY_KIT_DIR = KIT_DIR / LEGACY_KIT_NAME
+SPEC_LEGACY = LEGACY_KIT_DIR / "spec.yaml"
 SDK_PROJECT = KIT_DIR / "sdk"
 BUILD_CA_DIR = KIT_DIR / "build-ca"
 

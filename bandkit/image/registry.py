@@ -29,6 +29,7 @@ from pathlib import Path
 
 import httpx
 
+from bandkit import processes
 from bandkit.dockercli import ImageError
 from bandkit.fsio import write_private
 
@@ -128,14 +129,9 @@ def _recorded(folder: Path) -> tuple[str, int] | None:
 
 def _ours(pid: int, folder: Path) -> bool:
     """True while `pid` is a live (not zombie) docker-registry serving `folder`'s config."""
-    proc = Path(f"/proc/{pid}")
-    try:
-        cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
+    arguments = processes.cmdline(pid) or ()
     config = str(folder.absolute() / "config.yml").encode()
-    return state != "Z" and config in cmdline and b"serve" in cmdline
+    return processes.alive(pid) and config in arguments and b"serve" in arguments
 
 
 def kept_status(folder: Path) -> Kept | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from band_rest import (
@@ -45,15 +45,39 @@ def home_title(name: str) -> str:
     return f"kit: {name}"
 
 
-def home_room(manifest: Manifest, *, api_key: str, rest_url: str, name: str, agent_id: str) -> str:
-    """The agent's home room id: the recorded one, else a new one (recorded first)."""
+def home_room(
+    manifest: Manifest,
+    *,
+    api_key: str,
+    rest_url: str,
+    name: str,
+    agent_id: str,
+    platform: Mapping[str, str] | None = None,
+) -> str:
+    """The agent's home room id: the recorded one, else a new one (recorded first, with
+    what `platform` says about the platform it is on). A room recorded on this platform
+    under another URL (it moved ports: same `platform` id) is the same room."""
     title = home_title(name)
     entry = manifest.find(Kind.ROOM, room_key(rest_url, title))
+    platform_id = (platform or {}).get("platform", "")
+    if entry is None and platform_id:
+        entry = next(
+            (
+                r
+                for r in manifest.resources
+                if r.kind is Kind.ROOM
+                and r.details.get("title") == title
+                and r.details.get("platform") == platform_id
+            ),
+            None,
+        )
     room_id = entry.details.get("id", "") if entry is not None else ""
     if not room_id:
         if entry is not None:  # recorded by a run that stopped before the answer
             manifest.forget(entry)
-        room_id = create_room(manifest, api_key=api_key, rest_url=rest_url, title=title)
+        room_id = create_room(
+            manifest, api_key=api_key, rest_url=rest_url, title=title, platform=platform
+        )
     asyncio.run(_ensure_member(api_key, rest_url, room_id, agent_id))
     return room_id
 
@@ -78,6 +102,11 @@ async def _online(api_key: str, rest_url: str, room_id: str, agent_id: str) -> b
             chat_id=room_id, request_options=NO_RETRY
         )
     return any(str(p.id) == agent_id and bool(getattr(p, "online", False)) for p in listed.data)
+
+
+def is_online(*, api_key: str, rest_url: str, room_id: str, agent_id: str) -> bool:
+    """Whether the platform lists the agent online in its home room now (one call)."""
+    return asyncio.run(_online(api_key, rest_url, room_id, agent_id))
 
 
 def wait_online(

@@ -10,7 +10,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from bandkit.errors import BandkitError
-from bandkit.fsio import UnsafePathError, read_regular, write_atomic
+from bandkit.fsio import UnsafePathError, read_regular, write_sandbox_file
 
 
 class BandYamlError(BandkitError):
@@ -30,16 +30,16 @@ def band_yaml(workspace: Path) -> Path:
     return path
 
 
-def _read(path: Path) -> tuple[str, int]:
-    """band.yaml's text and mode, refusing a symlink or hard link the sandbox may have planted."""
+def _read(path: Path) -> str:
+    """band.yaml's text, refusing a symlink or hard link the sandbox may have planted."""
     try:
-        raw, mode = read_regular(path, what="band.yaml")
+        raw, _ = read_regular(path, what="band.yaml")
     except UnsafePathError as exc:
         raise BandYamlError(str(exc)) from None
     except OSError as exc:
         raise BandYamlError(f"cannot read {path}: {exc.strerror}") from None
     try:
-        return raw.decode("utf-8"), mode
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise BandYamlError(f"{path} is not UTF-8 text") from None
 
@@ -54,7 +54,7 @@ def _mapping(value: Any, what: str) -> Any:
 
 def read_agent_id(workspace: Path) -> str:
     path = band_yaml(workspace)
-    data = _mapping(_yaml().load(_read(path)[0]), str(path))
+    data = _mapping(_yaml().load(_read(path)), str(path))
     agent = _mapping(data.get("agent"), f"{path}: agent")
     return str(agent.get("id") or "")
 
@@ -80,7 +80,7 @@ def reset_agent_id(path: Path, expected_id: str) -> bool:
 
     if not path.exists() and not path.is_symlink():
         return False
-    data = _mapping(_yaml().load(_read(path)[0]), str(path))
+    data = _mapping(_yaml().load(_read(path)), str(path))
     agent = _mapping(data.get("agent"), f"{path}: agent")
     if str(agent.get("id") or "") != expected_id:
         return False
@@ -92,11 +92,13 @@ def _set_agent_id(path: Path, agent_id: str) -> None:
     """ruamel round trip in memory, validated like the launcher, then replaced atomically.
 
     The workspace belongs to the sandbox: band.yaml is read without following links, and
-    the new file is a fresh `mkstemp` sibling renamed over it (mode kept), so a planted
-    link (at band.yaml or any temp name) is never written through.
+    the new file is a fresh `mkstemp` sibling renamed over it, so a planted link (at
+    band.yaml or any temp name) is never written through. Its mode and owner are decided
+    by `write_sandbox_file` (0644, the directory's owner), never taken from the old file:
+    a sandbox that made band.yaml 6777 must not get back a setuid-root file.
     """
     yaml = _yaml()
-    text, mode = _read(path)
+    text = _read(path)
     data = _mapping(yaml.load(text), str(path))
     agent = data.get("agent")
     if agent is None:
@@ -107,7 +109,7 @@ def _set_agent_id(path: Path, agent_id: str) -> None:
     yaml.dump(data, out)
     new = out.getvalue().encode("utf-8")
     validate_band_yaml(new, expected_id=agent_id, shown=path)
-    write_atomic(path, new, mode=mode)
+    write_sandbox_file(path, new)
 
 
 def validate_band_yaml(raw: bytes, *, expected_id: str, shown: Path) -> None:

@@ -22,9 +22,11 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from bandkit.emulator import service
+from bandkit.errors import conceal
 from bandkit.kit import agent_check
 from bandkit.kit.band_yaml import BandYamlError, reset_agent_id
 from bandkit.kit.platform_api import delete_agent, find_agents_by_name
+from bandkit.kit.platforms import PlatformRef, Probe, identify
 from bandkit.kit.provision import ProvisionError, ProvisionRequest, ProvisionResult, provision
 from bandkit.kit.rooms import made_after, room_remover
 from bandkit.manifest import (
@@ -38,6 +40,7 @@ from bandkit.manifest import (
 )
 from bandkit.runtimes.base import Runtime, SandboxError, SandboxStatus, validate_name
 from bandkit.runtimes.select import get_runtime, removers
+from bandkit.terminal import printable
 
 USER_KEY_ENV = "BAND_API_KEY_USER"
 REST_URL_ENV = "BAND_REST_URL"
@@ -52,6 +55,7 @@ class PlatformChoice:
     user_key: str  # may be "" (then prompt)
     local: bool
     ws_url: str = ""  # "" = derived from rest_url (ws_url_for)
+    running: bool = True  # False: the local platform of the run dir stopped (stopped_ok)
 
     @property
     def websocket(self) -> str:
@@ -67,7 +71,10 @@ def ws_url_for(rest_url: str) -> str:
     return urlunsplit((scheme, parts.netloc, WS_PATH, "", ""))
 
 
-def choose_platform(rest_url: str, run_dir: Path) -> PlatformChoice:
+def choose_platform(rest_url: str, run_dir: Path, *, stopped_ok: bool = False) -> PlatformChoice:
+    """The platform a command talks to (see the module docstring). A local platform that
+    stopped is an error, unless `stopped_ok` (teardown, status, resume: they work out
+    what a stopped platform means for each record, with its key file)."""
     from launcher.constants import DEFAULT_REST_URL
 
     env_key = os.environ.get(USER_KEY_ENV, "")
@@ -75,12 +82,16 @@ def choose_platform(rest_url: str, run_dir: Path) -> PlatformChoice:
     if url:
         return PlatformChoice(url, env_key, local=False)
     try:
-        record = service.running(run_dir)
+        record, alive = service.last_record(run_dir)
+        if record is not None and not alive and not stopped_ok:
+            service.running(run_dir)  # raises: says it stopped and how to start it again
+        if record is not None:
+            key = env_key or service.read_user_key(record)
+            return PlatformChoice(
+                record.rest_url, key, local=True, ws_url=record.ws_url, running=alive
+            )
     except service.PlatformError as exc:
         raise ProvisionError(str(exc)) from None
-    if record is not None:
-        key = env_key or service.read_user_key(record)
-        return PlatformChoice(record.rest_url, key, local=True, ws_url=record.ws_url)
     return PlatformChoice(DEFAULT_REST_URL, env_key, local=False)
 
 
@@ -92,7 +103,9 @@ def user_key(choice: PlatformChoice, prompt: Callable[[str], str] = getpass.getp
             f"no user key: set {USER_KEY_ENV} (a register_only-scoped key is recommended); "
             "keys are never taken from the command line"
         )
-    return prompt(f"Band user API key for {choice.rest_url}: ").strip()
+    key = prompt(f"Band user API key for {choice.rest_url}: ").strip()
+    conceal(key)  # never in a BANDKIT_DEBUG report
+    return key
 
 
 def manifest_path(run_dir: Path, name: str) -> Path:
@@ -141,6 +154,7 @@ def _prove_connected(
         rest_url=request.rest_url,
         name=request.name,
         agent_id=result.agent_id,
+        platform=request.platform,
     )
     log(f"provision: waiting up to {wait_s:.0f}s for agent {result.agent_id} to connect")
     try:
@@ -162,7 +176,8 @@ def _prove_connected(
 
 
 def log_tail(rt: Runtime, name: str, redact: Sequence[str]) -> str:
-    """The last lines of a sandbox's startup and launcher logs, secrets replaced by ***."""
+    """The last lines of a sandbox's startup and launcher logs, secrets replaced by ***,
+    control characters escaped (the agent wrote them: `terminal.printable`)."""
     try:
         logs = rt.logs(name)
     except SandboxError as exc:
@@ -175,7 +190,7 @@ def log_tail(rt: Runtime, name: str, redact: Sequence[str]) -> str:
     for value in redact:
         if value:
             out = out.replace(value, "***")
-    return out
+    return printable(out)
 
 
 def agent_remover(api_key: str) -> Callable[[Resource], None]:
@@ -230,20 +245,31 @@ def agent_id_remover(manifest: Manifest) -> Callable[[Resource], None]:
     return remove
 
 
-def platform_removers(api_key: str, manifest: Manifest) -> dict[Kind, Remover]:
-    """Removers for what lives on the platform or in band.yaml (agents, rooms, agent.id)."""
+def platform_removers(
+    api_key: str, manifest: Manifest, probe: Probe | None = None
+) -> dict[Kind, Remover]:
+    """Removers for what lives on the platform or in band.yaml (agents, rooms, agent.id).
+
+    Agents and rooms are removed on the platform they were recorded on, wherever it
+    answers now; on a platform that is gone they are cleared, on one that does not answer
+    they are kept unless the probe forgets them (`platforms.Probe.guard`)."""
+    probe = probe or Probe(api_key)
     return {
-        Kind.AGENT: agent_remover(api_key),
-        Kind.ROOM: room_remover(api_key),
+        Kind.AGENT: probe.guard(agent_remover(api_key)),
+        Kind.ROOM: probe.guard(room_remover(api_key)),
         Kind.AGENT_ID: agent_id_remover(manifest),
     }
 
 
-def unprovision(name: str, *, run_dir: Path, api_key: str) -> TeardownReport:
-    """Remove what the provisioning runs for `name` recorded, with the runtimes they used."""
+def unprovision(name: str, *, run_dir: Path, api_key: str, forget: bool = False) -> TeardownReport:
+    """Remove what the provisioning runs for `name` recorded, with the runtimes they used.
+    `forget` (--forget-unreachable): records on a platform that does not answer are
+    cleared (each listed) instead of kept."""
     path = manifest_path(run_dir, name)
     if not path.exists():
         raise ProvisionError(f"no provisioning manifest for {name!r} at {path}; nothing to remove")
+    rerun = f"re-run `uv run invoke kit.unprovision --name {name}`"
+    probe = Probe(api_key, forget=forget, rerun=rerun)
     try:
         with Manifest.open(path, secrets=[api_key]) as manifest:
             used = {r.details["runtime"] for r in manifest.resources if "runtime" in r.details}
@@ -251,7 +277,7 @@ def unprovision(name: str, *, run_dir: Path, api_key: str) -> TeardownReport:
                 get_runtime(n, run_dir=run_dir / "runtimes", manifest=manifest)
                 for n in sorted(used)
             ]
-            table = {**removers(runtimes), **platform_removers(api_key, manifest)}
+            table = {**removers(runtimes), **platform_removers(api_key, manifest, probe)}
             return teardown(manifest, table, redact=[api_key])
     except (ManifestError, SandboxError, BandYamlError) as exc:
         raise ProvisionError(str(exc)) from None
@@ -281,6 +307,10 @@ def main(
     choice = choose_platform(rest_url, run_dir)
     if choice.local:
         _stderr(f"provision: using the local platform at {choice.rest_url}")
+    key = user_key(choice)
+    platform = identify(choice.rest_url, key, run_dir=run_dir)
+    if platform.emulator:
+        _stderr(f"provision: the platform is local emulator {platform.platform_id}")
     request = ProvisionRequest(
         name=name,
         description=description,
@@ -292,10 +322,25 @@ def main(
         create=create,
         kit=kit,
         timeout_s=timeout,
+        platform=platform.details(),
     )
-    key = user_key(choice)
     result = run(request, runtime=runtime, run_dir=run_dir, api_key=key, log=_stderr, wait_s=wait)
     return result.agent_id
+
+
+def recorded_agent(manifest: Manifest, platform: PlatformRef) -> Resource | None:
+    """The agent a manifest recorded on `platform`: by its identity when both have one
+    (it may have moved ports), else by URL."""
+    for resource in manifest.resources:
+        if resource.kind is not Kind.AGENT:
+            continue
+        recorded = resource.details.get("platform", "")
+        if platform.emulator and recorded:
+            if recorded == platform.platform_id:
+                return resource
+        elif resource.details.get("url") == platform.rest_url:
+            return resource
+    return None
 
 
 def _valid(name: str) -> None:
@@ -306,10 +351,12 @@ def _valid(name: str) -> None:
         raise ProvisionError(str(exc)) from None
 
 
-def main_unprovision(*, name: str, rest_url: str, run_dir: Path) -> tuple[list[str], bool]:
+def main_unprovision(
+    *, name: str, rest_url: str, run_dir: Path, forget: bool = False
+) -> tuple[list[str], bool]:
     _valid(name)
-    choice = choose_platform(rest_url, run_dir)
-    report = unprovision(name, run_dir=run_dir, api_key=user_key(choice))
+    choice = choose_platform(rest_url, run_dir, stopped_ok=True)
+    report = unprovision(name, run_dir=run_dir, api_key=user_key(choice), forget=forget)
     return report.lines(), report.clean
 
 
@@ -324,15 +371,9 @@ def main_ping(*, name: str, rest_url: str, run_dir: Path, timeout: float) -> age
             f"nothing provisioned as {name!r} in {run_dir}; run `uv run invoke kit.provision "
             f"--name {name} ...` first"
         )
+    platform = identify(choice.rest_url, key, run_dir=run_dir)
     with Manifest.open(path, secrets=[key]) as manifest:
-        agent = next(
-            (
-                r
-                for r in manifest.resources
-                if r.kind is Kind.AGENT and r.details.get("url") == choice.rest_url
-            ),
-            None,
-        )
+        agent = recorded_agent(manifest, platform)
         if agent is None or not agent.details.get("id"):
             raise ProvisionError(
                 f"{name!r} has no agent registered on {choice.rest_url}; check --rest-url "
@@ -340,7 +381,12 @@ def main_ping(*, name: str, rest_url: str, run_dir: Path, timeout: float) -> age
             )
         agent_id, agent_name = agent.details["id"], agent.details.get("name", name)
         room = agent_check.home_room(
-            manifest, api_key=key, rest_url=choice.rest_url, name=name, agent_id=agent_id
+            manifest,
+            api_key=key,
+            rest_url=choice.rest_url,
+            name=name,
+            agent_id=agent_id,
+            platform=platform.details(),
         )
         rt_name = next(
             (r.details["runtime"] for r in manifest.resources if "runtime" in r.details), ""

@@ -4,6 +4,10 @@
 minted key is shown once), bounded by a client-side timeout. `find_agent_by_name` pages a
 case-insensitive substring filter for an exact match (cursor paging where the platform
 gives a cursor, page numbers otherwise). `describe_register_error` maps 403 and 422.
+
+`PLATFORM_ERRORS` are what a call can end with when the network or the platform fails
+(not this code): callers that tolerate a failed call catch those and say which it was
+(`describe_failure`); anything else is a bug and surfaces with its traceback.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import httpx
 from band_rest import AgentRegisterRequest, AsyncRestClient
 from band_rest.core.api_error import ApiError
 from band_rest.core.parse_error import ParsingError
@@ -24,6 +29,10 @@ from bandkit.errors import BandkitError
 NO_RETRY: dict[str, Any] = {"max_retries": 0}
 NAME_FIELDS = frozenset({"name", "/agent/name"})
 MAX_PAGES = 100
+# The network's (OSError, TimeoutError included; httpx's transport and protocol errors;
+# a malformed URL) and the platform's answers (an error status, an unparseable body).
+UNREACHABLE: tuple[type[Exception], ...] = (OSError, httpx.HTTPError, httpx.InvalidURL)
+PLATFORM_ERRORS: tuple[type[Exception], ...] = (ApiError, ParsingError, *UNREACHABLE)
 
 
 class RegistrationFailed(Exception):
@@ -71,6 +80,17 @@ def describe_register_error(status: int | None, body: Any) -> str:
     return f"registration failed: HTTP {status}"
 
 
+def describe_failure(exc: Exception) -> str:
+    """One short line for one of `PLATFORM_ERRORS` (no headers; an error body's message)."""
+    if isinstance(exc, ApiError | ParsingError):
+        error = exc.body.get("error") if isinstance(exc.body, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
+        return f"HTTP {exc.status_code}" + (f": {message}" if message else "")
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 async def register_agent(
     *, api_key: str, rest_url: str, name: str, description: str, timeout_s: float
 ) -> tuple[str, str]:
@@ -88,12 +108,8 @@ async def register_agent(
             raise RegistrationTimeout(name) from None
         except (ApiError, ParsingError) as exc:  # ParsingError: an error body of another shape
             raise RegistrationFailed(describe_register_error(exc.status_code, exc.body)) from None
-        except OSError as exc:
+        except UNREACHABLE as exc:
             raise RegistrationFailed(f"cannot reach {rest_url}: {exc}") from None
-        except Exception as exc:  # httpx transport errors are not OSError
-            if type(exc).__module__.startswith("httpx"):
-                raise RegistrationFailed(f"cannot reach {rest_url}: {exc}") from None
-            raise
     return str(response.data.agent.id), str(response.data.credentials.api_key)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bandkit.errors import BandkitError
 from bandkit.manifest import Kind, Manifest, ManifestError
-from bandkit.runtimes import egress
+from bandkit.proxies import egress
 from bandkit.runtimes.base import RuntimeName, SandboxError, validate_name
 from bandkit.runtimes.docker import DockerRuntime
 from bandkit.runtimes.select import get_runtime

@@ -35,7 +35,7 @@ from enum import StrEnum
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bandkit.errors import BandkitError
+from bandkit.errors import BandkitError, conceal
 from bandkit.kit.band_yaml import (
     BandYamlError,
     band_yaml,
@@ -44,8 +44,11 @@ from bandkit.kit.band_yaml import (
     write_agent_id,
 )
 from bandkit.kit.platform_api import (
+    PLATFORM_ERRORS,
     RegistrationFailed,
     RegistrationTimeout,
+    TooManyPages,
+    describe_failure,
     find_agent_by_name,
     register_agent,
 )
@@ -58,6 +61,7 @@ from bandkit.runtimes.base import (
     SandboxSpec,
     Secret,
 )
+from bandkit.runtimes.boxnet import ProxyError, band_key_scopes
 
 DEFAULT_BAND_HOST = "**.band.ai"
 DEFAULT_TIMEOUT_S = 120.0
@@ -110,6 +114,9 @@ class ProvisionRequest:
     timeout_s: float = DEFAULT_TIMEOUT_S
     recovery_timeout_s: float = TIMEOUT_RECOVERY_CHECK_S
     env: dict[str, str] = field(default_factory=dict)
+    # What the records made on this platform say about it (`platforms.PlatformRef.details`:
+    # a local emulator's id, state file and run directory), beside its URL.
+    platform: dict[str, str] = field(default_factory=dict)
 
     @property
     def display_name(self) -> str:
@@ -121,6 +128,14 @@ class ProvisionRequest:
             return self.host
         hostname = urlsplit(self.rest_url).hostname or ""
         return DEFAULT_BAND_HOST if hostname.endswith("band.ai") else hostname
+
+    def key_scopes(self) -> tuple[str, ...]:
+        """Where the agent key may go through the credential proxy: the platform's agent
+        REST API and its socket, by origin and path (`boxnet.band_key_scopes`)."""
+        try:
+            return band_key_scopes(self.rest_url, self.ws_url)
+        except ProxyError as exc:
+            raise ProvisionError(str(exc)) from None
 
 
 @dataclass
@@ -148,6 +163,7 @@ def check_request(request: ProvisionRequest, api_key: str, runtime: Runtime) -> 
         )
     if request.create and runtime.name is RuntimeName.SBX and not request.kit:
         raise ProvisionError("--kit is required to create an sbx sandbox (or pass --no-create)")
+    request.key_scopes()  # a URL the key cannot be scoped to fails before registering
     try:
         band_yaml(request.workspace)
     except BandYamlError as exc:
@@ -242,7 +258,12 @@ def _register_and_inject(
         # agent.id only after the agent (and everything made after it) is gone.
         manifest.record(Kind.AGENT_ID, str(band_yaml(request.workspace).resolve()))
         manifest.record(
-            Kind.AGENT, key, name=name, url=request.rest_url, description=request.description
+            Kind.AGENT,
+            key,
+            name=name,
+            url=request.rest_url,
+            description=request.description,
+            **request.platform,
         )
     log(f"provision: registering agent {name!r} on {request.rest_url}")
     try:
@@ -259,12 +280,14 @@ def _register_and_inject(
         _settle(manifest, key, None)  # the platform answered no: nothing was created
         raise ProvisionError(str(exc)) from None
     except RegistrationTimeout:
-        outcome, found = asyncio.run(
+        outcome, found, why = asyncio.run(
             _after_timeout(api_key, request.rest_url, name, request.recovery_timeout_s)
         )
         if outcome is not TimeoutOutcome.UNKNOWN:
             _settle(manifest, key, found)
-        raise ProvisionError(describe_timeout(outcome, name, found, request.timeout_s)) from None
+        message = describe_timeout(outcome, name, found, request.timeout_s, why=why)
+        raise ProvisionError(message) from None
+    conceal(agent_key)  # shown once, kept as a secret: never in a BANDKIT_DEBUG report
     _settle(manifest, key, agent_id)
     log(f"provision: registered agent {agent_id}")
     if manifest is not None:
@@ -275,7 +298,13 @@ def _register_and_inject(
         write_agent_id(request.workspace, agent_id)
         runtime.set_secret(
             request.name,
-            Secret(BAND_KEY_ENV, (host,), agent_key, placeholder=PROXY_MANAGED_PLACEHOLDER),
+            Secret(
+                BAND_KEY_ENV,
+                (host,),
+                agent_key,
+                placeholder=PROXY_MANAGED_PLACEHOLDER,
+                scopes=request.key_scopes(),
+            ),
         )
     except (BandYamlError, SandboxError, OSError) as exc:
         message = str(exc).replace(agent_key, "***")
@@ -306,21 +335,29 @@ def _settle(manifest: Manifest | None, key: str, agent_id: str | None) -> None:
 
 async def _after_timeout(
     api_key: str, rest_url: str, name: str, bound_s: float
-) -> tuple[TimeoutOutcome, str | None]:
+) -> tuple[TimeoutOutcome, str | None, str]:
+    """The lookup by name: (outcome, the agent's id when CONFIRMED_PRESENT, why the outcome
+    is UNKNOWN when the network or the platform failed the lookup). Anything else is a
+    bug: it surfaces."""
     try:
         found = await asyncio.wait_for(
             find_agent_by_name(api_key=api_key, rest_url=rest_url, name=name), timeout=bound_s
         )
-    except Exception:
-        return TimeoutOutcome.UNKNOWN, None
+    except TimeoutError:
+        return TimeoutOutcome.UNKNOWN, None, f"the lookup got no answer within {bound_s:g}s"
+    except PLATFORM_ERRORS as exc:
+        return TimeoutOutcome.UNKNOWN, None, f"the lookup failed: {describe_failure(exc)}"
+    except TooManyPages as exc:
+        return TimeoutOutcome.UNKNOWN, None, f"the lookup failed: {exc}"
     if found is None:
-        return TimeoutOutcome.CONFIRMED_ABSENT, None
-    return TimeoutOutcome.CONFIRMED_PRESENT, found
+        return TimeoutOutcome.CONFIRMED_ABSENT, None, ""
+    return TimeoutOutcome.CONFIRMED_PRESENT, found, ""
 
 
 def describe_timeout(
-    outcome: TimeoutOutcome, name: str, agent_id: str | None, timeout_s: float
+    outcome: TimeoutOutcome, name: str, agent_id: str | None, timeout_s: float, *, why: str = ""
 ) -> str:
+    """The error for a registration that timed out; `why` says why UNKNOWN."""
     base = f"registration timed out after {timeout_s:g}s"
     match outcome:
         case TimeoutOutcome.CONFIRMED_ABSENT:
@@ -333,8 +370,9 @@ def describe_timeout(
             )
         case TimeoutOutcome.UNKNOWN:
             return (
-                f"{base}; UNKNOWN: could not confirm whether {name!r} was registered; check "
-                "the platform for an agent with that name before retrying"
+                f"{base}; UNKNOWN: could not confirm whether {name!r} was registered"
+                f"{f' ({why})' if why else ''}; check the platform for an agent with that "
+                "name before retrying"
             )
 
 

@@ -15,7 +15,7 @@ means the room is already gone, which is success.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -47,9 +47,19 @@ async def _create(api_key: str, rest_url: str, title: str) -> str:
     return str(response.data.id)
 
 
-def create_room(manifest: Manifest, *, api_key: str, rest_url: str, title: str) -> str:
-    """Record, then create a room titled `title`; returns its id (also recorded)."""
-    entry = manifest.record(Kind.ROOM, room_key(rest_url, title), url=rest_url, title=title)
+def create_room(
+    manifest: Manifest,
+    *,
+    api_key: str,
+    rest_url: str,
+    title: str,
+    platform: Mapping[str, str] | None = None,
+) -> str:
+    """Record, then create a room titled `title`; returns its id (also recorded).
+    `platform`: what the record says about the platform (`platforms.PlatformRef.details`)."""
+    entry = manifest.record(
+        Kind.ROOM, room_key(rest_url, title), url=rest_url, title=title, **(platform or {})
+    )
     room_id = asyncio.run(_create(api_key, rest_url, title))
     manifest.update(entry, id=room_id)
     return room_id

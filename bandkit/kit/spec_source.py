@@ -1,11 +1,13 @@
 """The kit spec's facts, stated once, and the two shapes sbx accepts rendered from them.
 
 - `FACTS`: name, image, startup argv, egress allowlist, agent instructions, user, ... .
-- `render_legacy(facts)`: the shape sbx 0.34-0.41 accepts (`commands.startup`,
-  `caps.network`, `agentContext`, `sandbox.aiFilename`); this is `spec.yaml`, the repo
-  default, byte for byte (its comments live in the template below).
-- `render_current(facts)`: the post-0.42 shape (`sandbox.entrypoint`,
-  `permissions.network`, `agentInstructions`); this is `spec-current.yaml`.
+- `render_current(facts)`: the shape sbx 0.42.1+ accepts (`sandbox.entrypoint`,
+  `permissions.network`, `agentInstructions`); this is the kit directory's `spec.yaml`,
+  what `sbx create --kit docker/band_python_kit` and `sbx kit validate` read.
+- `render_legacy(facts)`: the shape sbx below 0.42.1 accepts (`commands.startup`,
+  `caps.network`, `agentContext`, `sandbox.aiFilename`); this is
+  `sbx-below-0.42.1/spec.yaml`, a kit directory of its own (its comments live in the
+  templates below).
 
 Both files are generated: edit the facts or the templates here, then run
 `uv run python -m bandkit.kit.spec_source --write`. `tests/kit/test_spec_shapes.py` fails
@@ -25,11 +27,11 @@ from string import Template
 import yaml
 
 from bandkit.fsio import write_atomic
-from bandkit.image.facts import KIT_DIR, LOCAL_TAG
+from bandkit.image.facts import LOCAL_TAG, SPEC, SPEC_LEGACY
 from bandkit.kit.spec import ALLOWLIST, KIT_NAME, LAUNCH_COMMAND
 
-LEGACY_PATH = KIT_DIR / "spec.yaml"
-CURRENT_PATH = KIT_DIR / "spec-current.yaml"
+CURRENT_PATH = SPEC
+LEGACY_PATH = SPEC_LEGACY
 
 
 @dataclass(frozen=True)
@@ -112,9 +114,13 @@ description: $description
 
 _LEGACY = Template(
     """\
-# Kit spec (schemaVersion "2", the shape sbx 0.34/0.35 accepts). Releases stamp the
-# `image:` line to <registry ref>@sha256:<digest> (`uv run invoke kit.stamp`); the repo
-# copy points at the locally built image. Drift tests pin the launch shape and allowlist.
+# Kit spec for sbx below 0.42.1 (0.34-0.42.0): schemaVersion "2" in the older field
+# grammar, which sbx 0.42.1+ rejects; ../spec.yaml is the current shape. Use this
+# directory as the kit there: `sbx create --kit .../sbx-below-0.42.1 ...`. Generated with
+# ../spec.yaml from one set of facts: edit bandkit/kit/spec_source.py and run
+# `uv run python -m bandkit.kit.spec_source --write`, never this file. Releases stamp the
+# `image:` line to <registry ref>@sha256:<digest> and publish it as the kit tag
+# X.Y.Z-sbx-below-0.42.1.
 """
     + _HEAD
     + """\
@@ -141,11 +147,12 @@ $instructions"""
 
 _CURRENT = Template(
     """\
-# Kit spec, the post-0.42 shape (schemaVersion "2" with its own decoder; sbx 0.42.1+
-# rejects spec.yaml's commands/caps/agentContext). Generated with spec.yaml from one set
-# of facts: edit bandkit/kit/spec_source.py and run
-# `uv run python -m bandkit.kit.spec_source --write`, never this file. Releases stamp
-# the `image:` line to <registry ref>@sha256:<digest> (`uv run invoke kit.stamp`).
+# Kit spec in the current shape (sbx 0.42.1+: schemaVersion "2" with its own decoder).
+# For sbx below 0.42.1 use the kit directory sbx-below-0.42.1/ beside this file (the
+# legacy commands/caps/agentContext grammar). Both are generated from one set of facts:
+# edit bandkit/kit/spec_source.py and run `uv run python -m bandkit.kit.spec_source
+# --write`, never this file. The repo copy points at the locally built image; releases
+# stamp the `image:` line to <registry ref>@sha256:<digest> (`uv run invoke kit.stamp`).
 """
     + _HEAD
     + """\
@@ -183,18 +190,18 @@ def _fields(facts: KitFacts) -> dict[str, str]:
 
 
 def render_legacy(facts: KitFacts = FACTS) -> str:
-    """The sbx 0.34-0.41 shape: `spec.yaml`."""
+    """The shape of sbx below 0.42.1: `sbx-below-0.42.1/spec.yaml`."""
     return _LEGACY.substitute(_fields(facts))
 
 
 def render_current(facts: KitFacts = FACTS) -> str:
-    """The post-0.42 shape (sbx 0.42.1+ accepts only this one): `spec-current.yaml`."""
+    """The current shape (sbx 0.42.1+ accepts only this one): the kit's `spec.yaml`."""
     return _CURRENT.substitute(_fields(facts))
 
 
 def rendered(facts: KitFacts = FACTS) -> dict[Path, str]:
     """Each generated file and its text."""
-    return {LEGACY_PATH: render_legacy(facts), CURRENT_PATH: render_current(facts)}
+    return {CURRENT_PATH: render_current(facts), LEGACY_PATH: render_legacy(facts)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -203,7 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Render the kit spec in both shapes from one set of facts.",
     )
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", action="store_true", help="write spec.yaml and spec-current.yaml")
+    mode.add_argument(
+        "--write", action="store_true", help="write spec.yaml and sbx-below-0.42.1/spec.yaml"
+    )
     mode.add_argument("--check", action="store_true", help="exit 1 if a file differs")
     args = parser.parse_args(argv)
     stale = []
@@ -212,6 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if current == text:
             continue
         if args.write:
+            path.parent.mkdir(mode=0o755, exist_ok=True)
             write_atomic(path, text, mode=0o644)
             print(f"wrote {path}")
         else:

@@ -18,7 +18,8 @@ Script selection, per request, the first that applies:
 Otherwise the request gets a 404 (`model_not_found`) in the provider's shape.
 
 Flow: `server.LLMStub` (bind, uvicorn, signals, bounded shutdown) → `routes.build_app`
-(the routes; `/_stub/*` and the page, loopback only) → `pipeline.answer` (body, `keys`
+(the routes; `/_stub/*` and the page for the operator only: the operator key or a
+login link's session, see `pages`) → `pipeline.answer` (body, `keys`
 custody check, the wire module's `conversation`, `script.ScriptSet.select`,
 `script.Script.decide`, the wire module's JSON or SSE frames; refusals in the provider's
 error shape from `refusals`) → `state.Stub.finish` → `journal` (JSONL, redacted;

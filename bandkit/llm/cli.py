@@ -1,8 +1,10 @@
 """`python -m bandkit.llm`: load the scripts and keys, serve in the foreground, say where.
 
 stdout line 1 is the base URL (scripts read it); the lines after give the environment an
-agent needs and where the keys, turns and request log are. Logs go to stderr and never
-hold a key. `--check` only validates the scripts (and key file) and exits.
+agent needs, where the keys and request log are, and a one-time login link for the turns
+page (the pages take the operator key, `--operator-key-file`, or that link's session;
+never "any loopback client"). Logs go to stderr and never hold a key. `--check` only
+validates the scripts (and key file) and exits.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import secrets
 import sys
 from pathlib import Path
 
@@ -17,8 +20,10 @@ from bandkit import daemons
 from bandkit.fsio import UnsafePathError, read_regular
 from bandkit.llm.errors import LLMStubError
 from bandkit.llm.keys import KeyRing
+from bandkit.llm.pipeline import AGENT_HEADER
 from bandkit.llm.script import ScriptSet, load_scripts
-from bandkit.llm.server import AGENT_HEADER, LLMStub, StubConfig
+from bandkit.llm.server import LLMStub
+from bandkit.llm.state import StubConfig
 
 DEFAULTS = StubConfig()
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -41,8 +46,11 @@ def parser() -> argparse.ArgumentParser:
             "(provider:agent=KEY); the model name (a script's `models`, or its agent name); "
             "the only script loaded. Keys: only the key file's keys are accepted (a "
             "placeholder such as proxy-managed is refused with the provider's 401). "
-            "Turns: GET / and /_stub/turns (loopback only). Script schema: see "
-            "bandkit/llm/script.py. Ctrl-C stops it cleanly."
+            "Turns: GET / (the page) and /_stub/turns, /_stub/health (JSON), for the "
+            "operator only: the operator key in X-Bandkit-Operator-Key, or the session of "
+            "a one-time login link (printed here; POST /_stub/login-link with the key "
+            "mints another). Script schema: see bandkit/llm/script.py. Ctrl-C stops it "
+            "cleanly."
         ),
     )
     p.add_argument(
@@ -64,6 +72,15 @@ def parser() -> argparse.ArgumentParser:
         help=(
             "accepted keys, PROVIDER[:AGENT]=KEY a line (anthropic, openai); without it a "
             "key per provider is generated and printed on stdout"
+        ),
+    )
+    p.add_argument(
+        "--operator-key-file",
+        type=Path,
+        metavar="PATH",
+        help=(
+            "the operator's key for the pages and /_stub/* routes, one line (keep it "
+            "0600); without it one is generated and printed on stdout"
         ),
     )
     p.add_argument(
@@ -97,18 +114,31 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def read_keys(path: Path) -> KeyRing:
+def _read_private(path: Path, what: str) -> str:
+    """A key file's text (a regular file, never through a link); LLMStubError naming it."""
     try:
-        raw, mode = read_regular(path, what="key file")
+        raw, mode = read_regular(path, what=what)
     except FileNotFoundError:
-        raise LLMStubError(f"key file {path} does not exist") from None
+        raise LLMStubError(f"{what} {path} does not exist") from None
     except UnsafePathError as exc:
         raise LLMStubError(str(exc)) from None
     except OSError as exc:
-        raise LLMStubError(f"cannot read key file {path}: {exc.strerror}") from None
+        raise LLMStubError(f"cannot read {what} {path}: {exc.strerror}") from None
     if mode & 0o077:
-        log.warning("key file %s is readable by others (mode %o); chmod 600 it", path, mode)
-    return KeyRing.parse(raw.decode("utf-8", errors="replace"), str(path))
+        log.warning("%s %s is readable by others (mode %o); chmod 600 it", what, path, mode)
+    return raw.decode("utf-8", errors="replace")
+
+
+def read_operator_key(path: Path) -> str:
+    """The operator key: its file's one line."""
+    key = _read_private(path, "operator key file").strip()
+    if len(key) < 16 or any(c.isspace() for c in key):
+        raise LLMStubError(f"operator key file {path} must hold one key of 16+ characters")
+    return key
+
+
+def read_keys(path: Path) -> KeyRing:
+    return KeyRing.parse(_read_private(path, "key file"), str(path))
 
 
 def _agents_line(scripts: ScriptSet) -> str:
@@ -128,7 +158,9 @@ def banner(stub: LLMStub, keys_line: list[str]) -> list[str]:
         f"ANTHROPIC_BASE_URL={url}",
         f"OPENAI_BASE_URL={url}/v1",
         *keys_line,
-        f"turns: {url}/ (page) and {url}/_stub/turns (JSON)",
+        f"turns: {url}/ (page) and {url}/_stub/turns (JSON), operator only",
+        f"turns page: {stub.login_url()} (login link: works once, "
+        f"{round(stub.stub.pages.login_ttl / 60)} min)",
         f"request log: {config.log_file}" if config.log_file else "request log: none (--log-file)",
     ]
     if config.host not in LOOPBACK:
@@ -162,6 +194,12 @@ def main(argv: list[str] | None = None) -> int:
                 for provider, values in keys.keys.items()
                 for value in values
             ]
+        if args.operator_key_file is not None:
+            operator_key = read_operator_key(args.operator_key_file)
+            keys_line.append(f"operator key: from {args.operator_key_file}")
+        else:
+            operator_key = secrets.token_urlsafe(32)
+            keys_line.append(f"operator key: {operator_key}")
         if args.check:
             unknown = sorted(keys.agents() - set(scripts.agents))
             if unknown:
@@ -175,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             shutdown_timeout=args.shutdown_timeout,
             access_log=args.access_log,
             keep_turns=max(1, args.keep_turns),
+            operator_key=operator_key,
         )
         stub = LLMStub(config, scripts=scripts, keys=keys)
         asyncio.run(_amain(stub, keys_line))

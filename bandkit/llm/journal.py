@@ -8,8 +8,8 @@ result, new turn or not), `error`, and timings in milliseconds from the request'
 adds the request `headers` and `body`.
 
 Redaction, before anything is kept or written: every configured key, wherever it appears,
-and the whole value of `Authorization`, `Proxy-Authorization`, `x-api-key`, `api-key` and
-`Cookie` headers become `***`.
+and the whole value of `Authorization`, `Proxy-Authorization`, `x-api-key`, `api-key`,
+`Cookie` and the operator's `X-Bandkit-Operator-Key` headers become `***`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,14 @@ from bandkit.llm.errors import LLMStubError
 
 MASK = "***"
 SECRET_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"}
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "cookie",
+        "x-bandkit-operator-key",  # == pages.OPERATOR_HEADER
+    }
 )
 PREVIEW = 400  # characters of message text kept in a turn
 

@@ -1,12 +1,35 @@
-"""The turns page (`/`): each agent's requests as they come, refreshed from `/_stub/turns`.
+"""The turns page (`/`): each agent's requests as they come, refreshed from `/_stub/turns`;
+and how the operator signs in to it.
 
 The page is static; its script fetches the JSON and writes it with `textContent` only, so
 no logged text is ever parsed as HTML. A strict CSP allows nothing but this origin.
+
+Who may read it: the operator only, never "whoever is on loopback" (a box's credential
+proxy is on loopback too). The page, its script and style, `/_stub/turns` and
+`/_stub/health` take the operator key in `X-Bandkit-Operator-Key` (scripts: `invoke
+llm.status`) or a session cookie from a one-time login link, as the emulator's pages do
+(`bandkit.emulator.access.PageAccess`): `POST /_stub/login-link` with the operator key
+mints `<URL>/login#token=...` (`invoke llm.up|status` print it); the token rides in the
+fragment, which no browser sends, and `login.js` posts it in a form body for an HttpOnly,
+SameSite=Strict cookie. Without either: 401.
 """
 
 from __future__ import annotations
 
+import json
+
 from starlette.responses import Response
+
+OPERATOR_HEADER = "x-bandkit-operator-key"
+LOGIN_BODY_MAX = 4096
+SIGN_IN_HELP = (
+    "Open the login link printed by `uv run invoke llm.up` (`uv run invoke llm.status` "
+    "prints a fresh one) or by `python -m bandkit.llm`. Each link works once."
+)
+LOGIN_CSP = (
+    "default-src 'none'; script-src 'self'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'"
+)
 
 CSP = (
     "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; "
@@ -97,17 +120,67 @@ setInterval(refresh, 2000);
 """
 
 
-def _page(body: str, media: str) -> Response:
+LOGIN = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>bandkit llm stub: sign in</title>
+<script src="/_stub/login.js" defer></script>
+</head><body>
+<h1>bandkit llm stub</h1>
+<p id="why">Signing in...</p>
+<form id="login" method="post" action="/login"><input type="hidden" name="token"></form>
+</body></html>
+"""
+
+# The token is in the fragment (never sent, so never in a request line or access log);
+# this script moves it into a form body, drops it from the address bar and posts it.
+LOGIN_SCRIPT = f"""'use strict';
+const token = new URLSearchParams(location.hash.slice(1)).get('token');
+history.replaceState(null, '', '/login');
+if (token) {{
+  const form = document.getElementById('login');
+  form.elements.token.value = token;
+  form.submit();
+}} else {{
+  document.getElementById('why').textContent = {json.dumps(SIGN_IN_HELP)};
+}}
+"""
+
+NEEDS_LOGIN = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>bandkit llm stub: sign in</title>
+</head><body>
+<h1>Sign in with the login link</h1>
+<p>{why}</p><p>{help}</p>
+</body></html>
+"""
+
+
+def _page(body: str, media: str, *, status: int = 200, csp: str = CSP) -> Response:
     return Response(
         body,
+        status_code=status,
         media_type=media,
         headers={
-            "content-security-policy": CSP,
+            "content-security-policy": csp,
             "x-content-type-options": "nosniff",
             "cache-control": "no-store",
             "referrer-policy": "no-referrer",
         },
     )
+
+
+def login_page() -> Response:
+    return _page(LOGIN, "text/html; charset=utf-8", csp=LOGIN_CSP)
+
+
+def login_script() -> Response:
+    return _page(LOGIN_SCRIPT, "text/javascript; charset=utf-8")
+
+
+def needs_login(why: str) -> Response:
+    """401: a page that says how to sign in (the reason and help are fixed text)."""
+    body = NEEDS_LOGIN.format(why=why, help=SIGN_IN_HELP)
+    return _page(body, "text/html; charset=utf-8", status=401)
 
 
 def index() -> Response:

@@ -1,21 +1,23 @@
-"""The ASGI app: the wire API routes, the stub's own loopback-only pages, `build_app`.
+"""The ASGI app: the wire API routes, the stub's own operator-only pages, `build_app`.
 
 The model endpoints hand over to `pipeline.answer`; `count_tokens` and `models` answer
-directly. `/_stub/health`, `/_stub/turns` and the page (`pages`) answer loopback clients
-naming a local `Host` only. Unknown URLs and internal errors are answered in the
-provider's error shape (`refusals`).
+directly. `/_stub/health`, `/_stub/turns` and the page (`pages`) answer the operator only:
+the operator key in `X-Bandkit-Operator-Key` or a page session from a one-time login link
+(`POST /_stub/login-link` with the key; `/login`), and only under a local `Host` (no DNS
+rebinding). Being on loopback proves nothing: every box's credential proxy is. Unknown
+URLs and internal errors are answered in the provider's error shape (`refusals`).
 """
 
 from __future__ import annotations
 
-import ipaddress
+import hmac
 import logging
 import time
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -79,27 +81,82 @@ async def models(request: Request) -> Response:
     )
 
 
-# --- the stub's own pages (loopback only) ---------------------------------------------------
+# --- the stub's own pages and control routes (the operator only) -------------------------
 
 
-def _local_only(request: Request) -> Response | None:
-    """403 unless both the client and the `Host` it named are this machine (no rebinding)."""
-    client = request.client.host if request.client else ""
-    try:
-        loopback = ipaddress.ip_address(client).is_loopback
-    except ValueError:
-        loopback = False
+def _foreign_host(request: Request) -> Response | None:
+    """403 unless the `Host` the client named is this machine (no rebinding)."""
     named = (urlsplit(f"//{request.headers.get('host', '')}").hostname or "").lower()
-    if not loopback or named not in LOCAL_NAMES:
+    if named not in LOCAL_NAMES:
         return JSONResponse(
-            {"error": {"message": "the stub's pages answer loopback clients only"}},
+            {"error": {"message": "the stub's pages answer a local Host name only"}},
             status_code=403,
         )
     return None
 
 
+def _operator_key(request: Request) -> bool:
+    presented = request.headers.get(pages.OPERATOR_HEADER, "")
+    expected = stub_of(request).operator_key
+    return bool(presented) and hmac.compare_digest(presented.encode(), expected.encode())
+
+
+def _operator_only(request: Request, *, page: bool = False) -> Response | None:
+    """None for the operator (key header or page session); else a refusal: 403 for a
+    foreign Host, 401 otherwise (a sign-in page for `page`)."""
+    if (refused := _foreign_host(request)) is not None:
+        return refused
+    if _operator_key(request) or stub_of(request).pages.session_of(request) is not None:
+        return None
+    if page:
+        return pages.needs_login("The turns page needs you to sign in.")
+    return JSONResponse(
+        {"error": {"message": "the operator key or a login link's session is required"}},
+        status_code=401,
+    )
+
+
+async def login_link(request: Request) -> Response:
+    """A fresh one-time login link for the pages; the operator key only (no cookie)."""
+    if (refused := _foreign_host(request)) is not None:
+        return refused
+    if not _operator_key(request):
+        return JSONResponse({"error": {"message": "the operator key is required"}}, 401)
+    access = stub_of(request).pages
+    base = str(request.base_url).rstrip("/")
+    url = f"{base}/login#token={access.mint_login_token()}"
+    return JSONResponse({"url": url, "expires_in": int(access.login_ttl)}, status_code=201)
+
+
+async def login_page(request: Request) -> Response:
+    return _foreign_host(request) or pages.login_page()
+
+
+async def login_script(request: Request) -> Response:
+    return _foreign_host(request) or pages.login_script()
+
+
+async def login(request: Request) -> Response:
+    """Trade a one-time token (form body) for a session cookie, then go to the turns."""
+    if (refused := _foreign_host(request)) is not None:
+        return refused
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > pages.LOGIN_BODY_MAX:
+            return JSONResponse({"error": {"message": "login body too large"}}, 413)
+    token = parse_qs(raw.decode("utf-8", errors="replace")).get("token", [""])[0]
+    access = stub_of(request).pages
+    session = access.redeem(token)
+    if session is None:
+        return pages.needs_login("This login link was already used, has expired, or is not valid.")
+    response = RedirectResponse("/", status_code=303, headers={"cache-control": "no-store"})
+    response.headers.append("set-cookie", access.cookie_header(session))
+    return response
+
+
 async def health(request: Request) -> Response:
-    if (refused := _local_only(request)) is not None:
+    if (refused := _operator_only(request)) is not None:
         return refused
     stub = stub_of(request)
     return JSONResponse(
@@ -115,7 +172,7 @@ async def health(request: Request) -> Response:
 
 
 async def turns(request: Request) -> Response:
-    if (refused := _local_only(request)) is not None:
+    if (refused := _operator_only(request)) is not None:
         return refused
     stub = stub_of(request)
     since_raw = request.query_params.get("since", "0")
@@ -145,15 +202,15 @@ async def turns(request: Request) -> Response:
 
 
 async def index(request: Request) -> Response:
-    return _local_only(request) or pages.index()
+    return _operator_only(request, page=True) or pages.index()
 
 
 async def page_script(request: Request) -> Response:
-    return _local_only(request) or pages.script()
+    return _operator_only(request) or pages.script()
 
 
 async def page_css(request: Request) -> Response:
-    return _local_only(request) or pages.stylesheet()
+    return _operator_only(request) or pages.stylesheet()
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
@@ -197,8 +254,12 @@ ROUTES = [
     Route("/v1/models", models, methods=["GET"]),
     Route("/_stub/health", health, methods=["GET"]),
     Route("/_stub/turns", turns, methods=["GET"]),
+    Route("/_stub/login-link", login_link, methods=["POST"]),
     Route("/_stub/page.js", page_script, methods=["GET"]),
     Route("/_stub/page.css", page_css, methods=["GET"]),
+    Route("/_stub/login.js", login_script, methods=["GET"]),
+    Route("/login", login_page, methods=["GET"]),
+    Route("/login", login, methods=["POST"]),
     Route("/", index, methods=["GET"]),
 ]
 

@@ -1,13 +1,16 @@
 """What the routes share: the stub's settings, scripts, keys, journal and counters.
 
 `StubConfig` is everything `python -m bandkit.llm` can set; `Stub` holds what every
-request reads and bumps; `Entry` is one request on its way through, which `Stub.finish`
-turns into a journal line and a log line once it has been answered.
+request reads and bumps (and the operator's credential for the stub's own pages and
+control routes: `operator_key`, and page sessions from one-time login links in `pages`);
+`Entry` is one request on its way through, which `Stub.finish` turns into a journal line
+and a log line once it has been answered.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,6 +19,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from bandkit.emulator.access import PageAccess
 from bandkit.llm import anthropic
 from bandkit.llm.errors import LLMStubError
 from bandkit.llm.journal import Journal, Redactor, preview
@@ -37,6 +41,9 @@ class StubConfig:
     access_log: bool = False
     keep_turns: int = 2000
     max_body: int = 32 * 1024 * 1024
+    # The operator's key for the pages and control routes (`/`, `/_stub/*`); empty: one
+    # is generated (and only the process that started the stub knows it).
+    operator_key: str = field(default="", repr=False)
 
 
 @dataclass
@@ -77,7 +84,10 @@ class Stub:
         self.config = config
         self.scripts = scripts
         self.keys = keys
-        self.journal = Journal(config.log_file, Redactor(keys.secrets()), keep=config.keep_turns)
+        self.operator_key = config.operator_key or secrets.token_urlsafe(32)
+        self.pages = PageAccess()  # one-time login links -> session cookies (in memory)
+        redactor = Redactor([*keys.secrets(), self.operator_key])
+        self.journal = Journal(config.log_file, redactor, keep=config.keep_turns)
         self.seq = 0
         self.turns: dict[str, int] = {}
         self.cursors: dict[str, LineCursor] = {}

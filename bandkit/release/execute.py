@@ -3,11 +3,13 @@
 Each write is preceded by a fresh probe of its target (only a clear not-found lets it
 through, so a reference that appeared since the plan was made is never overwritten).
 Images: the first PUSH_IMAGE pushes the build and learns the digest from the registry;
-every other registry gets that digest copied. Kits: stamped per registry with
-`<image repo>:<version>@<digest>`, validated, pushed, then read back and compared byte for
-byte. VERIFY re-probes every immutable reference (images: the digest; kits: the served
-config pins that registry's image digest). MOVE_FLOATING re-tags (same repository, same
-bytes) and checks the tag now resolves to the version's digest.
+every other registry gets that digest copied. Kits (each registry's, in both shapes: the
+repo's current spec for `X.Y.Z`, its legacy one for `X.Y.Z-sbx-below-0.42.1`): stamped
+with `<image repo>:<version>@<digest>`, validated in their shape, pushed, then read back
+and compared byte for byte. VERIFY re-probes every immutable reference (images: the
+digest; kits: the served config pins that registry's image digest and is in the shape
+its tag names). MOVE_FLOATING re-tags (same repository, same bytes) and checks the tag
+now resolves to the version's digest.
 
 A failure stops the run with `ReleaseStopped`: exit 2 when a probe could not tell (fail
 closed), else 1. Floating tags are the plan's last steps, so a stopped run never moves one.
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from bandkit.errors import BandkitError
+from bandkit.image.facts import REPO_ROOT
 from bandkit.image.refs import Repository, parse_repository
 from bandkit.kit import spec as kit_spec
 from bandkit.release import build_once, kit_artifact
@@ -45,6 +48,8 @@ class ReleaseStopped(BandkitError):
 
 class _ProbeFailed(BandkitError):
     """A probe did not give the answer the step needs (exit 2)."""
+
+    exit_code = FAIL_CLOSED
 
 
 def split_ref(ref: str) -> tuple[Repository, str]:
@@ -70,8 +75,9 @@ class Run:
     digest: str | None = None
     source: build_once.Source | None = None
     pushed_from: Repository | None = None
-    stamped: dict[str, str] = field(default_factory=dict)  # registry -> stamped spec
-    kit_digests: dict[str, str] = field(default_factory=dict)  # kit repo -> digest
+    stamped: dict[tuple[str, str], str] = field(default_factory=dict)  # (registry, shape)
+    kit_digests: dict[str, str] = field(default_factory=dict)  # kit repo -> current digest
+    legacy_kit_digests: dict[str, str] = field(default_factory=dict)  # kit repo -> legacy
 
     @property
     def tag(self) -> str:
@@ -130,34 +136,39 @@ class Run:
         if digest is None:
             raise ReleaseStopped("stamp before the image digest is known: the plan is malformed", 1)
         self.digest = digest
-        spec = kit_spec.default_spec(
-            "current" if self.settings.spec_shape == "current" else "legacy"
-        )
+        spec = kit_spec.default_spec(step.shape)
         stamped = kit_spec.stamp_file(spec, target.image.ref(self.tag), digest, None)
         verdict = kit_spec.validate_text(stamped)
-        if not verdict.ok:
-            raise ReleaseStopped(f"the stamped spec is invalid: {'; '.join(verdict.problems)}", 1)
-        self.stamped[target.name] = stamped
+        if not verdict.ok or verdict.shape != step.shape:
+            problems = "; ".join(verdict.problems) or f"not the {step.shape} shape"
+            raise ReleaseStopped(f"the stamped spec {spec} is invalid: {problems}", 1)
+        self.stamped[(target.name, step.shape)] = stamped
+        where = spec.relative_to(REPO_ROOT) if spec.is_relative_to(REPO_ROOT) else spec
         return Row(
-            step.ref, "-", "stamped", f"{spec.name}: image {target.image.ref(self.tag)}@{digest}"
+            step.ref, "-", "stamped", f"{where}: image {target.image.ref(self.tag)}@{digest}"
         )
+
+    def _digests(self, shape: str) -> dict[str, str]:
+        return self.kit_digests if shape == "current" else self.legacy_kit_digests
 
     def push_kit(self, step: Step) -> Row:
         target = self.target(step)
-        self._absent(target.kit, self.tag)
+        _, tag = split_ref(step.ref)
+        self._absent(target.kit, tag)
+        stamped = self.stamped[(target.name, step.shape)]
         artifact = kit_artifact.build(
-            self.stamped[target.name], source=self.source_annotation, revision=self.revision
+            stamped, source=self.source_annotation, revision=self.revision
         )
-        digest = self.registries.push_kit(target.kit, self.tag, artifact)
-        served, _ = self.registries.manifest(target.kit, self.tag)
+        digest = self.registries.push_kit(target.kit, tag, artifact)
+        served, _ = self.registries.manifest(target.kit, tag)
         config = self.registries.blob(target.kit, _config_digest(served))
-        problems = kit_artifact.check(served, config, self.stamped[target.name])
+        problems = kit_artifact.check(served, config, stamped)
         if served != artifact.manifest:
             problems.append("the manifest served differs from the one pushed")
         if problems:
             raise ReleaseStopped(f"kit {step.ref} read back wrong: {'; '.join(problems)}", 1)
-        self.kit_digests[target.kit_repo] = digest
-        return Row(step.ref, digest, "pushed", "kit artifact, pulled back: bytes identical")
+        self._digests(step.shape)[target.kit_repo] = digest
+        return Row(step.ref, digest, "pushed", f"{step.shape} kit, pulled back: bytes identical")
 
     def verify(self, step: Step) -> Row:
         target = self.target(step)
@@ -170,12 +181,19 @@ class Run:
             return Row(step.ref, digest, "verified", "resolves to the release digest")
         served, _ = self.registries.manifest(repo, tag)
         config = self.registries.blob(repo, _config_digest(served))
-        pinned = (yaml.safe_load(config) or {}).get("sandbox", {}).get("image")
-        wanted = f"{target.image.ref(tag)}@{self.digest}"
+        text = config.decode("utf-8", errors="replace")
+        pinned = (yaml.safe_load(text) or {}).get("sandbox", {}).get("image")
+        wanted = f"{target.image.ref(self.tag)}@{self.digest}"
         if pinned != wanted:
             raise _ProbeFailed(f"kit {step.ref} pins {pinned!r}, not {wanted}")
-        self.kit_digests[target.kit_repo] = digest
-        return Row(step.ref, digest, "verified", f"pins {target.name}'s image digest")
+        shape = kit_spec.validate_text(text).shape
+        if shape != step.shape:
+            raise _ProbeFailed(
+                f"kit {step.ref} is in the {shape or 'unknown'} spec shape, not {step.shape}; "
+                "publish a new version"
+            )
+        self._digests(step.shape)[target.kit_repo] = digest
+        return Row(step.ref, digest, "verified", f"{step.shape} shape, pins {target.name}'s image")
 
     def move_floating(self, step: Step) -> Row:
         repo, name = split_ref(step.ref)
@@ -213,9 +231,7 @@ def execute(run: Run) -> list[Row]:
         try:
             row = ACTIONS[step.kind](run, step)
         except (BandkitError, RegistryError) as exc:
-            code = exc.exit_code if isinstance(exc, ReleaseStopped) else (
-                FAIL_CLOSED if isinstance(exc, _ProbeFailed | RegistryError) else 1
-            )  # fmt: skip
+            code = FAIL_CLOSED if isinstance(exc, RegistryError) else exc.exit_code
             run.rows.append(Row(step.ref, "-", "FAILED", str(exc).splitlines()[0][:200]))
             run.rows += [
                 Row(s.ref, "-", "not run", f"{s.kind.value}: stopped at step {index}")

@@ -1,7 +1,8 @@
 """Gather the state a release plan decides on: registries (tags, probes) and git.
 
 Read-only. For each registry: the tag list of its image and kit repositories and one
-probe of each immutable reference of the version (the planner cross-checks the two).
+probe of each immutable reference of the version (the image, the kit in both shapes; the
+planner cross-checks probes and listings).
 Digests are learned for the probed version only; the other listed tags count by name (the
 stale-move guard needs names, not digests). A tag listing the registry refuses stops the
 release (exit 2): nothing can be decided from it. Git: whether `band-sdk-vX.Y.Z` exists,
@@ -14,9 +15,18 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from bandkit import tools
 from bandkit.image.facts import REPO_ROOT
 from bandkit.release.oci import Registries, RegistryError
-from bandkit.release.plan import GIT_TAG_PREFIX, Observed, RegistryObserved, ReleaseRefused
+from bandkit.release.plan import (
+    GIT_TAG_PREFIX,
+    KIT_SHAPES,
+    Observed,
+    Probe,
+    RegistryObserved,
+    ReleaseRefused,
+    kit_tag,
+)
 from bandkit.release.settings import Settings, Target
 from bandkit.release.versions import Version
 
@@ -33,15 +43,19 @@ class GitState:
 
 
 def _git(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(
-            ["git", *argv], cwd=cwd, capture_output=True, text=True, check=False,
-            timeout=GIT_TIMEOUT_S,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ReleaseRefused(
-            [f"git {argv[0]} failed: {exc}"], ReleaseRefused.PRECONDITION
-        ) from None
+    """`git <argv>` in `cwd`, any exit; a git that is missing or hangs refuses."""
+    return tools.run(
+        ["git", *argv],
+        what=f"git {argv[0]}",
+        timeout=GIT_TIMEOUT_S,
+        cwd=cwd,
+        check=False,
+        error=_refused,
+    )
+
+
+def _refused(message: str) -> ReleaseRefused:
+    return ReleaseRefused([message], ReleaseRefused.PRECONDITION)
 
 
 def git_state(version: Version, cwd: Path = REPO_ROOT) -> GitState:
@@ -75,7 +89,11 @@ def observe_target(registries: Registries, target: Target, tag: str) -> Registry
     except RegistryError as exc:
         raise ReleaseRefused([_closed(target, exc)], ReleaseRefused.IMMUTABLE) from None
     image_probe = registries.probe(target.image, tag)
-    kit_probe = registries.probe(target.kit, tag)
+    probes: dict[str, Probe] = {target.image.ref(tag): image_probe}
+    for shape in KIT_SHAPES:  # the kit in both shapes: `X.Y.Z` and `X.Y.Z-sbx-below-0.42.1`
+        probes[target.kit.ref(kit_tag(tag, shape))] = registries.probe(
+            target.kit, kit_tag(tag, shape)
+        )
     digests = dict.fromkeys(image_tags, UNKNOWN_DIGEST)
     if tag in digests:
         digests[tag] = getattr(image_probe, "digest", UNKNOWN_DIGEST)
@@ -84,7 +102,7 @@ def observe_target(registries: Registries, target: Target, tag: str) -> Registry
         kit_repo=target.kit_repo,
         image_tags=digests,
         kit_tags=frozenset(kit_tags),
-        probes={target.image.ref(tag): image_probe, target.kit.ref(tag): kit_probe},
+        probes=probes,
     )
 
 

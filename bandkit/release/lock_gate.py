@@ -1,4 +1,5 @@
-"""`release.lock-age`: the quarantine gate (`lockage`) on a lock file, with the clock.
+"""`release.lock-age`: the quarantine gate run on a lock file: the pure rules
+(`quarantine_rules`) given the clock, PyPI lookups and band's own packages.
 
 The default lock is the SDK's (`docker/band_python_kit/sdk/uv.lock`, what the image
 bakes in). Band's own packages are exempt (`FIRST_PARTY`): a new band-sdk upload is what
@@ -17,7 +18,7 @@ from typing import Any
 import httpx
 
 from bandkit.image.facts import SDK_PROJECT
-from bandkit.release import lockage
+from bandkit.release import quarantine_rules
 
 SDK_LOCK = SDK_PROJECT / "uv.lock"
 PYPI_JSON = "https://pypi.org/pypi/{name}/{version}/json"
@@ -48,8 +49,8 @@ def run(
     *,
     lookup: bool = False,
     now: datetime | None = None,
-) -> lockage.GateResult:
-    return lockage.check_lock(
+) -> quarantine_rules.GateResult:
+    return quarantine_rules.check_lock(
         lock or SDK_LOCK,
         now=now or datetime.now(UTC),
         max_age_days=max_age_days,

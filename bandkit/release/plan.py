@@ -13,8 +13,10 @@ Rules:
 - Image absent everywhere: BUILD once, PUSH_IMAGE to every registry (one build, so one
   digest). Image present in some registries: COPY_IMAGE that digest to the others (a
   heal, never a rebuild). Present everywhere, kit too: refused, exit 2.
-- A kit is stamped per registry (its spec pins that registry's image by digest), then
-  pushed where it is absent.
+- A kit is published in two shapes, each stamped per registry (its spec pins that
+  registry's image by digest), then pushed where it is absent: the current shape (sbx
+  0.42.1+) as `<kit>:X.Y.Z`, the legacy shape (sbx below 0.42.1) as
+  `<kit>:X.Y.Z-sbx-below-0.42.1` (`kit_tag`). Floating tags name the current shape only.
 - Commit point: every immutable reference (images and kits, every registry) is VERIFYed,
   then floating tags move, kits before images. A plan that is refused never moves them.
 - A dirty tree, a missing git tag (releases only) or a bad version refuses with exit 1.
@@ -26,13 +28,23 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Literal
 
 from bandkit.errors import BandkitError
+from bandkit.image.facts import LEGACY_KIT_NAME
 from bandkit.release import versions
 from bandkit.release.versions import Version, VersionError
 
 GIT_TAG_PREFIX = "band-sdk-v"
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+KitShape = Literal["current", "legacy"]
+KIT_SHAPES: tuple[KitShape, ...] = ("current", "legacy")
+LEGACY_KIT_SUFFIX = f"-{LEGACY_KIT_NAME}"  # `X.Y.Z-sbx-below-0.42.1`: for sbx below 0.42.1
+
+
+def kit_tag(tag: str, shape: KitShape) -> str:
+    """The kit tag of version `tag` in `shape`."""
+    return tag if shape == "current" else f"{tag}{LEGACY_KIT_SUFFIX}"
 
 
 @dataclass(frozen=True)
@@ -75,8 +87,8 @@ class RegistryObserved:
     def image_ref(self, tag: str) -> str:
         return f"{self.image_repo}:{tag}"
 
-    def kit_ref(self, tag: str) -> str:
-        return f"{self.kit_repo}:{tag}"
+    def kit_ref(self, tag: str, shape: KitShape = "current") -> str:
+        return f"{self.kit_repo}:{kit_tag(tag, shape)}"
 
 
 @dataclass(frozen=True)
@@ -100,7 +112,8 @@ class StepKind(Enum):
 
 @dataclass(frozen=True)
 class Step:
-    """One action. `source` is what is copied, stamped from or re-tagged; `digest` if known."""
+    """One action. `source` is what is copied, stamped from or re-tagged; `digest` if known;
+    `shape` the spec shape a kit step is about (current or legacy)."""
 
     kind: StepKind
     ref: str
@@ -108,6 +121,7 @@ class Step:
     registry: str | None = None
     source: str | None = None
     digest: str | None = None
+    shape: KitShape = "current"
 
 
 @dataclass(frozen=True)
@@ -180,7 +194,11 @@ def _writes(
     """
     regs = observed.registries
     images = {n: _probe(r.image_ref(tag), r, tag, dict(r.image_tags)) for n, r in regs.items()}
-    kits = {n: _probe(r.kit_ref(tag), r, tag, dict.fromkeys(r.kit_tags)) for n, r in regs.items()}
+    kits = {
+        (n, shape): _probe(r.kit_ref(tag, shape), r, kit_tag(tag, shape), dict.fromkeys(r.kit_tags))
+        for n, r in regs.items()
+        for shape in KIT_SHAPES
+    }
     refusals += [p.error for p in (*images.values(), *kits.values()) if isinstance(p, Unknown)]
     if any(isinstance(p, Unknown) for p in images.values()):
         return [], [], None  # neither build nor copy can be decided
@@ -189,11 +207,11 @@ def _writes(
         found = ", ".join(f"{n}: {d}" for n, d in present.items())
         refusals.append(f"registries disagree on image {tag} ({found}); fail closed")
         return [], [], None
-    for n, p in kits.items():
+    for (n, shape), p in kits.items():
         if isinstance(p, Present) and n not in present:
             refusals.append(
-                f"kit {regs[n].kit_ref(tag)} exists but image {regs[n].image_ref(tag)} does "
-                "not; fail closed: the kit's pinned digest cannot be checked"
+                f"kit {regs[n].kit_ref(tag, shape)} exists but image {regs[n].image_ref(tag)} "
+                "does not; fail closed: the kit's pinned digest cannot be checked"
             )
     digest = next(iter(present.values()), None)
     if len(present) == len(regs) and all(isinstance(p, Present) for p in kits.values()):
@@ -216,17 +234,21 @@ def _writes(
             for n, r in regs.items()
             if n not in present
         ]
-    missing = [n for n, p in kits.items() if isinstance(p, Absent)]
-    for n in missing:  # local work first: every kit is stamped before any kit is pushed
+    missing = [key for key, p in kits.items() if isinstance(p, Absent)]
+    for n, shape in missing:  # local work first: every kit is stamped before any is pushed
         pin = f"{regs[n].image_repo}@{digest or '<pushed digest>'}"
-        ref = regs[n].kit_ref(tag)
-        steps.append(Step(StepKind.STAMP_KIT, ref, f"pin the spec to {pin}", n, pin, digest))
+        ref = regs[n].kit_ref(tag, shape)
+        why = f"pin the {shape} spec to {pin}"
+        steps.append(Step(StepKind.STAMP_KIT, ref, why, n, pin, digest, shape))
     steps += [
-        Step(StepKind.PUSH_KIT, regs[n].kit_ref(tag), "absent: push the stamped kit", n)
-        for n in missing
-    ]
+        Step(StepKind.PUSH_KIT, regs[n].kit_ref(tag, shape), "absent: push the stamped kit", n,
+             shape=shape)
+        for n, shape in missing
+    ]  # fmt: skip
     kept = [f"{regs[n].image_ref(tag)}: present ({d}), kept" for n, d in present.items()]
-    kept += [f"{regs[n].kit_ref(tag)}: present, kept" for n in kits if n not in missing]
+    kept += [
+        f"{regs[n].kit_ref(tag, sh)}: present, kept" for n, sh in kits if (n, sh) not in missing
+    ]
     return steps, kept, digest
 
 
@@ -235,7 +257,10 @@ def _verify(tag: str, observed: Observed, digest: str | None) -> list[Step]:
     steps: list[Step] = []
     for n, r in observed.registries.items():
         steps.append(Step(StepKind.VERIFY, r.image_ref(tag), why, n, digest=digest))
-        steps.append(Step(StepKind.VERIFY, r.kit_ref(tag), why, n))
+        steps += [
+            Step(StepKind.VERIFY, r.kit_ref(tag, shape), why, n, shape=shape)
+            for shape in KIT_SHAPES
+        ]
     return steps
 
 
@@ -255,7 +280,7 @@ def _floating(target: Version, observed: Observed, move: bool) -> tuple[list[Ste
             skipped.append(f"{name}: not moved, newer {max(scope)} is present (stale-move guard)")
     tag = str(target)
     steps: list[Step] = []
-    for kit_pass in (True, False):  # every kit first, then the images
+    for kit_pass in (True, False):  # every kit (the current shape's) first, then the images
         for n, r in regs.items():
             ref = r.kit_ref if kit_pass else r.image_ref
             for name in moves:

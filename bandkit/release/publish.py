@@ -1,7 +1,7 @@
 """`release.publish` and `release.rebuild`: gather, plan, then (unless a dry run) act.
 
 Order, every check before the first mutation:
-1. the version grammar; 2. the quarantine gate on the SDK lock (`lockage`); 3. git: the
+1. the version grammar; 2. the quarantine gate on the SDK lock (`lock_gate`); 3. git: the
 release tag `band-sdk-vX.Y.Z` (releases), a clean tree (`allow_dirty` is for
 pre-release rehearsals only); 4. every registry's tags and one probe per immutable
 reference; 5. the plan (`plan.plan`, which refuses with exit 1 or 2). A dry run prints the
@@ -26,7 +26,7 @@ from bandkit.kit import bump_bases
 from bandkit.kit.bump_bases import Resolve
 from bandkit.release import build_once, gather, lock_gate, record, versions
 from bandkit.release import plan as planner
-from bandkit.release.execute import Builder, Pusher, ReleaseStopped, Run, execute
+from bandkit.release.execute import Builder, Pusher, Run, execute
 from bandkit.release.oci import Registries
 from bandkit.release.plan import Plan, ReleaseRefused
 from bandkit.release.settings import Settings
@@ -122,7 +122,9 @@ def publish(
     finally:
         progress(render(run.rows, decided.skipped))
     if run.digest:
-        facts = record.facts(settings, str(version), run.digest, run.kit_digests)
+        facts = record.facts(
+            settings, str(version), run.digest, run.kit_digests, run.legacy_kit_digests
+        )
         progress(f"recorded {record.write(facts)} (digest, subject, version)")
     return Outcome(decided, run.rows, False)
 
@@ -183,4 +185,4 @@ def rebuild(
     return publish(settings, str(target), progress=progress, registries=registries, **options)  # type: ignore[arg-type]
 
 
-__all__ = ["Outcome", "ReleaseRefused", "ReleaseStopped", "publish", "rebuild"]
+__all__ = ["Outcome", "ReleaseRefused", "publish", "rebuild"]

@@ -4,7 +4,8 @@ The contract the release workflows read (`.github/workflows/release.yml`, `rebui
 
 - `dist/release.json` (0644, atomic): `version`, `digest` (the image index digest, the
   same in every registry), `subject` (the GHCR image repository, no tag: the attestation is
-  pushed beside it), `images` and `kits` (repository → digest).
+  pushed beside it), `images` and `kits` (repository → digest of the current-shape kit
+  `X.Y.Z`), `legacy_kits` (repository → digest of `X.Y.Z-sbx-below-0.42.1`).
 - under GitHub Actions (`GITHUB_OUTPUT` names a file), the lines `digest=...`,
   `subject=...` and `version=...` are appended to it.
 
@@ -30,7 +31,11 @@ SUBJECT_REGISTRY = "ghcr"
 
 
 def facts(
-    settings: Settings, version: str, digest: str, kits: Mapping[str, str]
+    settings: Settings,
+    version: str,
+    digest: str,
+    kits: Mapping[str, str],
+    legacy_kits: Mapping[str, str] | None = None,
 ) -> dict[str, object]:
     """The record of one published version (pure)."""
     if not DIGEST.fullmatch(digest):
@@ -41,6 +46,7 @@ def facts(
         "subject": settings.target(SUBJECT_REGISTRY).image_repo,
         "images": {t.image_repo: digest for t in settings.targets},
         "kits": dict(sorted(kits.items())),
+        "legacy_kits": dict(sorted((legacy_kits or {}).items())),
     }
 
 

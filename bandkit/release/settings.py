@@ -10,9 +10,11 @@ environment) holds one image name and one kit name per registry, in publish orde
       ghcr_kit: ghcr.io/band-ai/band-python-kit
 
 plus `base` (official: the Dockerfile's pins; local: `invoke image.bases`), `multi`
-(the multi-platform path, as `image.build --multi`), `spec_shape` (legacy or current, the
-spec the kit carries), `sbom` / `provenance` (attestations on the buildx path) and
-`source` (the kit's source annotation; default: the git remote, else the checkout).
+(the multi-platform path, as `image.build --multi`), `sbom` / `provenance` (attestations
+on the buildx path) and `source` (the kit's source annotation; default: the git remote,
+else the checkout). The kit is published in both spec shapes, the current one as
+`X.Y.Z` and the legacy one as `X.Y.Z-sbx-below-0.42.1` (`plan.kit_tag`); the former
+`spec_shape` setting is refused with that explanation.
 Nothing has a registry by default: an unset name is an error that says which key to set.
 """
 
@@ -33,7 +35,6 @@ DEFAULTS: dict[str, object] = {
     "ghcr_kit": "",
     "base": "official",
     "multi": "auto",
-    "spec_shape": "legacy",
     "sbom": True,
     "provenance": True,
     "source": "",
@@ -67,7 +68,6 @@ class Settings:
     targets: tuple[Target, ...]
     base: str = "official"
     multi: str = "auto"
-    spec_shape: str = "legacy"
     sbom: bool = True
     provenance: bool = True
     source: str = ""
@@ -106,13 +106,17 @@ def from_config(config: Mapping[str, object]) -> Settings:
     repos = [t.image_repo for t in targets] + [t.kit_repo for t in targets]
     if len(set(repos)) != len(repos):
         raise SettingsError(f"release image and kit names must all differ, got {repos}")
-    base, multi, shape = (str(merged[k]) for k in ("base", "multi", "spec_shape"))
+    if "spec_shape" in merged:
+        raise SettingsError(
+            "release.spec_shape is gone: every release publishes the kit in the current "
+            "shape as X.Y.Z and in the legacy one (sbx below 0.42.1) as "
+            "X.Y.Z-sbx-below-0.42.1; remove the setting"
+        )
+    base, multi = (str(merged[k]) for k in ("base", "multi"))
     if base not in ("official", "local"):
         raise SettingsError(f"release.base must be official or local, got {base!r}")
     if multi not in ("auto", "buildx", "per-arch"):
         raise SettingsError(f"release.multi must be auto, buildx or per-arch, got {multi!r}")
-    if shape not in ("legacy", "current"):
-        raise SettingsError(f"release.spec_shape must be legacy or current, got {shape!r}")
     try:
         max_age = float(str(merged["max_age_days"]))
     except ValueError:
@@ -121,7 +125,6 @@ def from_config(config: Mapping[str, object]) -> Settings:
         targets,
         base=base,
         multi=multi,
-        spec_shape=shape,
         sbom=_flag(merged["sbom"]),
         provenance=_flag(merged["provenance"]),
         source=str(merged["source"] or ""),

@@ -9,16 +9,19 @@ through `warnings`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
+import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from bandkit.errors import BandkitError
+from bandkit import tools
+from bandkit.errors import BandkitError, conceal
 from bandkit.manifest import Kind, Manifest, Remover
 
 PROXY_MANAGED_PLACEHOLDER = "proxy-managed"  # == launcher.constants.PROXY_MANAGED (tested)
@@ -60,14 +63,25 @@ def validate_name(name: object) -> str:
 
 @dataclass(frozen=True)
 class Secret:
-    """A credential for a sandbox: the sandbox sees `placeholder` in `env`; requests to
-    `hosts` carry `value` instead (docker puts `value` itself into the container only
-    for a sandbox the operator opted into the env-file tier)."""
+    """A credential for a sandbox: the sandbox sees `placeholder` in `env`; requests
+    carry `value` instead only where the secret is scoped (docker puts `value` itself
+    into the container only for a sandbox the operator opted into the env-file tier).
+
+    `scopes` are URL prefixes (scheme, host, port and a path prefix, e.g.
+    `http://127.0.0.1:8080/api/v1/agent`; `boxnet.key_scopes` makes them): our credential
+    proxy (local, docker, the sbx simulator) swaps the key in only under one of them, and
+    with none, nowhere. `hosts` are the host patterns sbx's own proxy scopes it by (its
+    `secret set-custom --host` takes host names only) and what `has_secret` looks up.
+    """
 
     env: str
     hosts: tuple[str, ...]
     value: str = field(repr=False)
     placeholder: str = PROXY_MANAGED_PLACEHOLDER
+    scopes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        conceal(self.value)  # never in a BANDKIT_DEBUG report either
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,16 @@ class ExecResult:
     returncode: int
     stdout: str
     stderr: str
+
+
+@dataclass(frozen=True)
+class Part:
+    """One host-side part of a sandbox (its container or processes, a proxy, a firewall
+    chain, a supervisor) and whether it is up, for `kit.status` and `kit.resume`."""
+
+    name: str
+    up: bool
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -167,6 +191,22 @@ class Runtime(ABC):
     def removers(self) -> dict[Kind, Remover]:
         """Removers for the kinds this runtime records (used by `manifest.teardown`)."""
 
+    def parts(self, name: str) -> tuple[Part, ...]:
+        """Each part of sandbox `name` and whether it is up; changes nothing. By default
+        the sandbox itself; runtimes with host-side parts list those too."""
+        status = self.status(name)
+        return (Part("sandbox", status is SandboxStatus.RUNNING, status.value),)
+
+    def resume(self, name: str) -> tuple[Part, ...]:
+        """Bring back every part of sandbox `name` that is down (after a reboot, a
+        daemon restart, a killed proxy); idempotent: nothing is touched when all are up.
+        Returns the parts that were down. By default `start`, which each runtime makes
+        bring back its parts."""
+        down = tuple(part for part in self.parts(name) if not part.up)
+        if down:
+            self.start(name)
+        return down
+
 
 def run_tool(
     argv: Sequence[str],
@@ -178,39 +218,34 @@ def run_tool(
     check: bool = True,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run a CLI (argv list, timeout); on failure raise SandboxError with secrets redacted.
-
-    `env` is added to this process's environment for the child: values a CLI can read from
-    its environment (docker's `--env NAME`) go there, never into argv.
-    """
-
-    def clean(text: str) -> str:
-        for secret in redact:
-            if secret:
-                text = text.replace(secret, "***")
-        return text
-
-    try:
-        result = subprocess.run(
-            list(argv),
-            input=input if input is not None else "",
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=timeout,
-            env={**os.environ, **env} if env else None,
-        )
-    except subprocess.TimeoutExpired:
-        raise SandboxError(
-            f"{what}: `{clean(' '.join(argv))}` timed out after {timeout}s"
-        ) from None
-    except FileNotFoundError:
-        raise SandboxError(f"{what}: {argv[0]} is not installed or not on PATH") from None
-    if check and result.returncode != 0:
-        detail = clean((result.stderr or result.stdout or "").strip())
-        raise SandboxError(
-            f"{what}: `{clean(' '.join(argv))}` failed (exit {result.returncode}): {detail}"
-        )
-    return subprocess.CompletedProcess(
-        result.args, result.returncode, clean(result.stdout), clean(result.stderr)
+    """A runtime's CLI call: `tools.run` raising SandboxError."""
+    return tools.run(
+        argv,
+        what=what,
+        timeout=timeout,
+        input=input,
+        env=env,
+        check=check,
+        redact=redact,
+        error=SandboxError,
     )
+
+
+@contextlib.contextmanager
+def env_file(tool: str, env: Mapping[str, str]) -> Iterator[Path | None]:
+    """A 0600 `KEY=VALUE` file for `TOOL ... --env-file`, removed afterwards (None if
+    `env` is empty): values never go into argv."""
+    if not env:
+        yield None
+        return
+    for key, value in env.items():
+        if "\n" in value or "\n" in key or "=" in key:
+            raise SandboxError(f"{tool}: env {key!r}: names and values must be single-line")
+    fd, raw = tempfile.mkstemp(prefix="bandkit-env-", suffix=".env")  # created 0600
+    path = Path(raw)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.writelines(f"{key}={value}\n" for key, value in env.items())
+        yield path
+    finally:
+        path.unlink(missing_ok=True)

@@ -2,12 +2,20 @@
 the host's egress settings it inherits.
 
 `start_proxy` runs `keyproxy` (tagged `proxy_tag(root)`, so `hostbox.stop` ends it) for
-each pinned platform endpoint whose host an `Injection` targets, and returns the env that
-points the agent at it. The endpoints are pinned host-side (`pinned_endpoints`: the
-operator's BAND_REST_URL / BAND_WS_URL, else production), never taken from the
-workspace; each start draws a fresh per-box token that the proxy requires on every
-request (see `keyproxy`). The proxy process gets a minimal environment, its config (keys,
-token) on stdin. `trust_bundle` writes this host's CA bundle plus a TLS platform's CA.
+each pinned endpoint that an `Injection`'s scope names, and returns the env that points
+the agent at it. The endpoints are pinned host-side (`pinned_endpoints`: the operator's
+BAND_REST_URL / BAND_WS_URL, else production, and the model APIs the host set), never
+taken from the workspace; each start draws a fresh per-box token that the proxy requires
+on every request (see `keyproxy`). The proxy process gets a minimal environment, its
+config (keys, token) on stdin. `trust_bundle` writes this host's CA bundle plus a TLS
+platform's CA.
+
+What a box's proxy forwards at all is data: `API_PATHS`, the path prefixes each kind of
+upstream serves to agents (the Band agent API and its socket; the providers' model
+routes), below the pinned URL's own path; anything else on that host answers 403. A key
+goes only where one of its scopes says (`key_scopes`: URL prefixes, so scheme, host,
+port and a path prefix): the platform and a model API on the same host, on two ports,
+never get each other's key.
 """
 
 from __future__ import annotations
@@ -19,14 +27,21 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+import bandkit
+from bandkit import processes
 from bandkit.errors import BandkitError
 from bandkit.fsio import read_regular
-from bandkit.runtimes import keyproxy, processes
+from bandkit.proxies import keyproxy
 
+if TYPE_CHECKING:
+    from bandkit.runtimes.base import Secret
+
+KEYPROXY_MODULE = "bandkit.proxies.keyproxy"  # what the proxy process runs (`python -m`)
 PROXY_START_TIMEOUT_S = 15.0
 INSECURE_ENV = "BAND_KIT_ALLOW_INSECURE_ENDPOINTS"  # == launcher.constants (tested)
 REST_ENV = "BAND_REST_URL"
@@ -41,6 +56,20 @@ SCHEMES = {
 }
 SOCKET_PATH = "/api/v1/socket/websocket"  # the platform's (and the emulator's) socket path
 TOKEN_BYTES = 32  # the per-box proxy token: 256 random bits
+# What each kind of upstream serves to an agent, as path prefixes below the pinned URL's
+# own path (a prefix matches itself and what lies below it; "" is the pinned path).
+# The Band REST client (band_rest's agent_api_*) calls only /api/v1/agent/...: an agent
+# key reaches no human (/api/v1/me) or control route; the socket client adds only a
+# query to the pinned socket URL. Anthropic's SDK (the claude CLI) calls /v1/messages
+# (count_tokens is below it) and /v1/models; OpenAI's base URL ends in /v1 and the SDKs
+# (codex: responses; crewai/litellm: chat/completions) call below it.
+API_PATHS: dict[str, tuple[str, ...]] = {
+    REST_ENV: ("/api/v1/agent",),
+    WS_ENV: ("",),
+    "ANTHROPIC_BASE_URL": ("/v1/messages", "/v1/models"),
+    "OPENAI_BASE_URL": ("/responses", "/chat/completions", "/models"),
+}
+DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
 
 
 class ProxyError(BandkitError):
@@ -49,11 +78,16 @@ class ProxyError(BandkitError):
 
 @dataclass(frozen=True)
 class Injection:
-    """A proxy-managed secret: the placeholder the box sees, the hosts it is swapped for."""
+    """A proxy-managed secret: the placeholder the box sees, swapped for `value` only on
+    requests under one of `scopes` (URL prefixes: `key_scopes`)."""
 
-    hosts: tuple[str, ...]
+    scopes: tuple[str, ...]
     placeholder: str
-    value: str
+    value: str = field(repr=False)
+
+    @classmethod
+    def of(cls, secret: Secret) -> Injection:
+        return cls(secret.scopes, secret.placeholder, secret.value)
 
 
 def proxy_tag(root: Path) -> str:
@@ -148,10 +182,66 @@ def upstream_origin(name: str, url: str) -> tuple[str, str]:
     return f"{parts.scheme}://{netloc}{f':{port}' if port else ''}", host
 
 
+Origin = tuple[str, str, int]  # (scheme, host, port), the port explicit
+
+
+def _origin(url: str) -> tuple[Origin, str]:
+    """((scheme, host, port), path) of a URL; ValueError when it has no scheme or host."""
+    parts = urlsplit(url)
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if scheme not in DEFAULT_PORTS or not host:
+        raise ValueError(url)
+    return (scheme, host, parts.port or DEFAULT_PORTS[scheme]), parts.path
+
+
+def api_paths(name: str, url: str) -> tuple[str, ...]:
+    """The paths the proxy forwards for pinned endpoint `name` at `url`: `API_PATHS`
+    below the URL's own path (`/` when that leaves nothing)."""
+    base = urlsplit(url).path.rstrip("/")
+    if name == WS_ENV:
+        base = urlsplit(url).path  # the socket URL is the socket itself
+    return tuple(base + path or "/" for path in API_PATHS[name])
+
+
+def key_scopes(name: str, url: str) -> tuple[str, ...]:
+    """The scopes of a key meant for pinned endpoint `name` at `url`: its origin (the port
+    explicit) and each API path (`api_paths`), e.g. `http://127.0.0.1:8080/api/v1/agent`.
+    ProxyError for a URL without an http(s)/ws(s) scheme or a host."""
+    try:
+        (scheme, host, port), _ = _origin(url)
+    except ValueError:
+        raise ProxyError(f"{name} must be an http(s) or ws(s) URL with a host") from None
+    netloc = f"[{host}]" if ":" in host else host
+    return tuple(f"{scheme}://{netloc}:{port}{path}" for path in api_paths(name, url))
+
+
+def band_key_scopes(rest_url: str, ws_url: str = "") -> tuple[str, ...]:
+    """An agent key's scopes: the platform's agent REST API and its socket (the socket
+    URL derived from the REST URL when not given, as `pinned_endpoints` does)."""
+    pinned = pinned_endpoints({REST_ENV: rest_url, **({WS_ENV: ws_url} if ws_url else {})})
+    return key_scopes(REST_ENV, pinned[REST_ENV]) + key_scopes(WS_ENV, pinned[WS_ENV])
+
+
+def _prefixes(injection: Injection, origin: Origin) -> list[str]:
+    """The path prefixes under which `injection` applies at `origin` (none: not there)."""
+    out = []
+    for scope in injection.scopes:
+        try:
+            where, path = _origin(scope)
+        except ValueError:
+            raise ProxyError(
+                "a key scope must be a URL prefix scheme://host[:port][/path] "
+                f"(http, https, ws or wss), not {scope[:80]!r}"
+            ) from None
+        if where == origin:
+            out.append(path or "/")
+    return out
+
+
 def _proxy_env() -> dict[str, str]:
     """All the proxy process gets: where its code is, its tag, the host's trust store
     location (to verify a TLS platform). No operator environment, no keys."""
-    env = {"PYTHONPATH": str(Path(keyproxy.__file__).resolve().parents[2]), "LANG": "C.UTF-8"}
+    env = {"PYTHONPATH": str(Path(bandkit.__file__).resolve().parents[1]), "LANG": "C.UTF-8"}
     env.update({k: os.environ[k] for k in ("SSL_CERT_FILE", "SSL_CERT_DIR") if os.environ.get(k)})
     return env
 
@@ -164,10 +254,12 @@ def start_proxy(
     *,
     ca_pem: str | None = None,
     listen: str = "127.0.0.1",
+    again: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Start the credential proxy for the pinned endpoints whose host an injection
-    targets; return the env that points the agent at it ({} when none does: the key then
-    goes nowhere).
+    """Start the credential proxy for the pinned endpoints an injection's scope names;
+    return the env that points the agent at it ({} when none does: the key then goes
+    nowhere). Each route forwards only its kind's `api_paths`, and swaps a key in only
+    under that key's scopes there.
 
     The upstreams are `pinned_endpoints(env)`; `workspace` is not read (its band.yaml is
     the sandbox's to write). The agent reaches the proxy over plain loopback HTTP at
@@ -178,25 +270,40 @@ def start_proxy(
     hop is 127.0.0.1 on this host. `listen` binds it elsewhere instead: the docker
     runtime's sandbox network gateway, so that the container's own loopback (an adapter's
     local MCP server) stays its own and bypasses the egress proxy.
+
+    `again`: the URLs an earlier start returned, for a proxy started again under a box
+    that still holds them (a container after a reboot): the same token and ports, so the
+    box finds it where it was; ProxyError when they do not fit these routes.
     """
     del workspace  # never consulted: kept so callers need not change
     routes: list[dict[str, object]] = []
     names: list[tuple[str, str]] = []
     for name, url in pinned_endpoints(env).items():
-        parts = urlsplit(url)
-        hostname = parts.hostname or ""
+        try:
+            pinned, _ = _origin(url)
+        except ValueError:
+            continue  # no scope can name it: no key goes there
         swaps = [
-            [i.placeholder, i.value]
+            [i.placeholder, i.value, prefixes]
             for i in injections
-            if any(host_matches(h, hostname) for h in i.hosts)
+            if (prefixes := _prefixes(i, pinned))
         ]
         if swaps:
             origin, _ = upstream_origin(name, url)
-            routes.append({"upstream": origin, "swaps": swaps, "ca_pem": ca_pem or ""})
+            routes.append(
+                {
+                    "upstream": origin,
+                    "paths": list(api_paths(name, url)),
+                    "swaps": swaps,
+                    "ca_pem": ca_pem or "",
+                }
+            )
             names.append((name, url))
     if not routes:
         return {}
     token = secrets.token_urlsafe(TOKEN_BYTES)
+    if again is not None:
+        token = _same_place(again, names, routes)
     ports_file = root / "proxy.json"
     ports_file.unlink(missing_ok=True)
     log = root / "proxy.log"
@@ -207,7 +314,7 @@ def start_proxy(
         raise ProxyError(f"cannot open the credential proxy's log {log}: {exc.strerror}") from None
     with os.fdopen(log_fd, "ab") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "bandkit.runtimes.keyproxy", str(ports_file), listen],
+            [sys.executable, "-P", "-m", KEYPROXY_MODULE, str(ports_file), listen],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
@@ -240,6 +347,23 @@ def start_proxy(
         if scheme != parts.scheme:
             rewritten[INSECURE_ENV] = "1"
     return rewritten
+
+
+def _same_place(
+    again: Mapping[str, str], names: Sequence[tuple[str, str]], routes: list[dict[str, object]]
+) -> str:
+    """The token of URLs an earlier start returned; each route gets its old port."""
+    tokens = set()
+    for (name, _url), route in zip(names, routes, strict=True):
+        parts = urlsplit(again.get(name, ""))
+        segments = parts.path.split("/")
+        if parts.port is None or len(segments) < 2 or not segments[1]:
+            raise ProxyError(f"the box's recorded {name} is not a proxy URL; create it again")
+        route["port"] = parts.port
+        tokens.add(segments[1])
+    if len(tokens) != 1:
+        raise ProxyError("the box's recorded proxy URLs disagree on their token; create it again")
+    return tokens.pop()
 
 
 def trust_bundle(path: Path, ca_pem: str | None) -> dict[str, str]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from bandkit import processes
 from bandkit.manifest import Kind, Remover, Resource
-from bandkit.runtimes import processes
 
 
 def remove_workspace(resource: Resource) -> None:

@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bandkit import tools
 from bandkit.fsio import UnsafePathError, read_regular, write_private
 from bandkit.runtimes.base import SandboxError
 
@@ -175,17 +176,9 @@ def _run(
     argv: Sequence[str], *, check: bool = True, hint: str = INSTALL_HINT
 ) -> subprocess.CompletedProcess[str]:
     try:
-        result = subprocess.run(
-            list(argv), capture_output=True, text=True, check=False, timeout=T_TOOL
-        )
-    except FileNotFoundError:
-        raise HostGuardError(f"host firewall: {argv[0]} is not installed; {hint}") from None
-    except subprocess.TimeoutExpired:
-        raise HostGuardError(f"host firewall: `{shlex.join(argv)}` timed out") from None
-    if check and result.returncode != 0:
-        detail = (result.stderr or result.stdout).strip()[:300]
-        raise HostGuardError(f"host firewall: `{shlex.join(argv)}` failed ({detail}); {hint}")
-    return result
+        return tools.run(argv, what="host firewall", timeout=T_TOOL, check=check)
+    except tools.ToolError as exc:
+        raise HostGuardError(f"{exc}; {hint}") from None
 
 
 def _table(binary: str, hint: str) -> list[list[str]]:
@@ -233,6 +226,18 @@ def install(guard: Guard, tools: Tools) -> None:
         jump = jump_spec(guard)
         if ["-A", "INPUT", *jump] not in table:
             _run([binary, *WAIT, "-I", "INPUT", "1", *jump])
+
+
+def installed(guard: Guard, tools: Tools) -> bool:
+    """Whether the guard's chains hold exactly its rules and INPUT jumps to them, in both
+    families (a reboot or a flush of the firewall leaves them out); HostGuardError when
+    the tables cannot be read."""
+    for binary, ipv6 in ((tools.iptables, False), (tools.ip6tables, True)):
+        table = _table(binary, INSTALL_HINT)
+        want = [["-A", guard.chain, *spec] for spec in chain_specs(guard, ipv6)]
+        if _listed(table, guard.chain) != want or ["-A", "INPUT", *jump_spec(guard)] not in table:
+            return False
+    return True
 
 
 def remove(run_id: str, chain: str, tools: Tools) -> None:

@@ -1,20 +1,23 @@
 """Sandbox-scoped secrets for runtimes without a host secret store (local, docker).
 
-One 0600 JSON file per sandbox name under `<run_dir>/keychain/`, the only place a value is
-written. Entries are keyed by env name; like sbx, a secret may be stored before its
-sandbox exists and outlives `remove` until it is removed itself.
+`Keychain` keeps one 0600 JSON file per sandbox name under `<run_dir>/keychain/`, the only
+place a value is written. Entries are keyed by env name; like sbx, a secret may be stored
+before its sandbox exists and outlives `remove` until it is removed itself. Each entry
+keeps its scopes (`Secret.scopes`), the only places the credential proxy swaps it in; an
+entry written before scopes existed has none, so its key goes nowhere (re-provision).
+`Secrets` is the collaborator a runtime holds for its secret verbs: recorded, then stored.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bandkit.fsio import PRIVATE_DIR_MODE as DIR_MODE
 from bandkit.fsio import write_private
-from bandkit.manifest import Kind
-from bandkit.runtimes.base import Runtime, Secret, validate_name
+from bandkit.manifest import Kind, Resource
+from bandkit.runtimes.base import Secret, validate_name
 
 
 class Keychain:
@@ -33,7 +36,13 @@ class Keychain:
 
     def secrets(self, sandbox: str) -> list[Secret]:
         return [
-            Secret(e["env"], tuple(e["hosts"]), e["value"], e["placeholder"])
+            Secret(
+                e["env"],
+                tuple(e["hosts"]),
+                e["value"],
+                e["placeholder"],
+                tuple(e.get("scopes") or ()),  # an entry from before scopes: goes nowhere
+            )
             for e in self.entries(sandbox)
         ]
 
@@ -50,6 +59,7 @@ class Keychain:
             {
                 "env": secret.env,
                 "hosts": list(secret.hosts),
+                "scopes": list(secret.scopes),
                 "placeholder": secret.placeholder,
                 "value": secret.value,
             }
@@ -70,19 +80,38 @@ class Keychain:
         )
 
 
-class KeychainSecrets(Runtime):
-    """The secret verbs of a runtime whose values live in its `keychain` (local, docker):
-    recorded in the manifest first, then stored; the manifest never holds a value."""
+class Recorder(Protocol):
+    """`Runtime.record`: records a resource in the run manifest before it is made."""
 
-    keychain: Keychain
+    def __call__(self, kind: Kind, *parts: str, **details: str) -> None: ...
 
-    def set_secret(self, sandbox: str, secret: Secret) -> None:
+
+class Secrets:
+    """The secret verbs of a runtime whose values live in a `Keychain` (local, docker):
+    each secret recorded in the manifest first (through the runtime's `record`), then
+    stored; the manifest never holds a value."""
+
+    def __init__(self, root: Path, record: Recorder) -> None:
+        self.keychain = Keychain(root)
+        self._record = record
+
+    def of(self, sandbox: str) -> list[Secret]:
+        return self.keychain.secrets(sandbox)
+
+    def set(self, sandbox: str, secret: Secret) -> None:
         sandbox = validate_name(sandbox)
-        self.record(Kind.SECRET, sandbox, secret.env, sandbox=sandbox, hosts=",".join(secret.hosts))
+        self._record(
+            Kind.SECRET, sandbox, secret.env, sandbox=sandbox, hosts=",".join(secret.hosts)
+        )
         self.keychain.put(sandbox, secret)
 
-    def has_secret(self, sandbox: str, host: str) -> bool:
+    def has(self, sandbox: str, host: str) -> bool:
         return self.keychain.has(validate_name(sandbox), host)
 
-    def remove_secret(self, sandbox: str, host: str, placeholder: str) -> None:
+    def remove(self, sandbox: str, host: str) -> None:
         self.keychain.drop(validate_name(sandbox), host=host)
+
+    def remove_recorded(self, resource: Resource) -> None:
+        """The manifest's remover for a `Kind.SECRET` entry `set` recorded."""
+        sandbox = validate_name(resource.details["sandbox"])
+        self.keychain.drop(sandbox, env=resource.key.rsplit("/", 1)[1])

@@ -1,18 +1,26 @@
 """The `local` runtime: each sandbox is a `hostbox` (host processes running the launcher).
 
-No isolation: the agent runs on this host as the agent uid (as root) or as you. For
-development and fast tests. Layout under `run_dir`:
+No sandbox: the agent runs on this host, with its network. For development and fast
+tests. As root each box runs as a uid of its own (`boxuids`), leased and recorded in the
+run manifest (the sandbox entry's `uid`) and in `sandbox.json` before it is first used:
+boxes cannot read each other's environment or files, and teardown ends every process of
+that uid. As another user every box runs as you: no isolation between them either.
+Layout under `run_dir`:
 
-    sandboxes/<name>/sandbox.json   workspaces and plain env (no secret values)
+    sandboxes/<name>/sandbox.json   workspaces, plain env and the box uid (no secret values)
     boxes/<name>/                   the hostbox root (runtime dirs, startup.log); boxes
-                                    share boxes/.sdk (as root) and boxes/.uv-cache
-
-As root the agent runs as uid 1000, which must traverse every directory above its box. A
-run directory it cannot reach (the local platform's `.run` is 0700: it holds keys, and so
-does pytest's tmp) gets its boxes under `BOXES_HOME/<digest of the run dir>` instead; the
-stored keys stay in the private run directory.
+                                    share boxes/.sdk (as root, read-only to them)
+    boxes/.uv-cache/<name>/         the box's own uv cache (0700, its uid's): kept for the
+                                    next box of that name, root's in between (parked), so
+                                    no other box (nor the next holder of the uid) reads it
     keychain/<name>.json            0600: the sandbox-scoped secrets (`keychain`, the only
                                     place a value is stored); the credential proxy uses them
+
+As root the box uid must traverse every directory above its box. A run directory it
+cannot reach (the local platform's `.run` is 0700: it holds keys, and so does pytest's
+tmp) gets its boxes under `BOXES_HOME/<digest of the run dir>` instead; the stored keys
+stay in the private run directory. A workspace it cannot reach (a clone under /root) is
+staged into the box at each start (`boxworkspace`).
 
 Secrets behave as with sbx: scoped to a name, storable before the sandbox exists, seen
 inside only as their placeholder, swapped in on the wire by the credential proxy.
@@ -24,53 +32,54 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bandkit.fsio import UnsafePathError, read_regular, write_private
-from bandkit.manifest import Kind, Manifest, Remover, Resource
-from bandkit.runtimes import boxnet, hostbox
+from bandkit import processes
+from bandkit.fsio import UnsafePathError, closed_to_others, own_dir, read_regular, write_private
+from bandkit.manifest import Kind, Manifest, Remover
+from bandkit.runtimes import boxnet, boxuids, hostbox
 from bandkit.runtimes.base import (
     ExecResult,
     Logs,
+    Part,
+    Runtime,
     RuntimeName,
     SandboxError,
     SandboxSpec,
     SandboxStatus,
+    Secret,
     validate_name,
 )
-from bandkit.runtimes.keychain import Keychain, KeychainSecrets
+from bandkit.runtimes.keychain import Secrets
 
-NO_ISOLATION = (
-    "local runtime: no isolation; the agent runs as a host process with this host's "
-    "network and filesystem (use sbx or docker for untrusted code)"
+UID_PER_BOX = (
+    "local runtime: no isolation from this host; the agent runs as a host process with "
+    "this host's network and every file others may read, as a uid of its own (boxes "
+    "cannot read each other's environment, processes or files); use sbx or docker for "
+    "untrusted code"
+)
+SHARED_UID = (
+    "local runtime: no isolation; not running as root, so every box runs as you (uid {uid}) "
+    "with this host's network and your files, and boxes can read each other's environment "
+    "(proxy tokens), processes and files; use sbx or docker for untrusted code (as root, "
+    "each local box gets a uid of its own)"
 )
 
 
 BOXES_HOME = Path("/var/lib/bandkit/local-boxes")
+CACHES = ".uv-cache"  # beside the boxes: <name>/, each box's own (hostbox.hand_over, park)
 
 
-def _others_can_traverse(path: Path) -> bool:
-    """True when every directory from / down to `path` (as far as it exists) is o+x."""
-    for directory in (*reversed(path.absolute().parents), path.absolute()):
-        try:
-            if not directory.stat().st_mode & stat.S_IXOTH:
-                return False
-        except FileNotFoundError:
-            return True  # made later with 0755 by create()
-    return True
-
-
-class LocalRuntime(KeychainSecrets):
+class LocalRuntime(Runtime):
     name = RuntimeName.LOCAL
 
     def __init__(self, run_dir: Path, *, manifest: Manifest | None = None) -> None:
         super().__init__(manifest=manifest)
         self.run_dir = Path(run_dir)
-        self.keychain = Keychain(self.run_dir / "keychain")
-        self.warn(NO_ISOLATION)
+        self.secrets = Secrets(self.run_dir / "keychain", self.record)
+        self.warn(UID_PER_BOX if boxuids.isolated() else SHARED_UID.format(uid=os.getuid()))
 
     # -- paths and stored state
     # Every name is validated before it is joined into a path (`../..` never reaches
@@ -79,16 +88,38 @@ class LocalRuntime(KeychainSecrets):
         return self.run_dir / "sandboxes" / validate_name(name)
 
     def _box(self, name: str) -> Path:
-        # Boxes share a parent so they share the SDK home and uv cache kept beside them.
+        # Boxes share a parent so they share the SDK home kept beside them (read-only).
         return self.boxes_root() / validate_name(name)
+
+    def _cache(self, name: str) -> Path:
+        """The box's own uv cache, kept for the next box of that name (parked between)."""
+        return self.boxes_root() / CACHES / validate_name(name)
 
     def boxes_root(self) -> Path:
         """Where this run directory's boxes live (see the module docstring)."""
         inside = self.run_dir / "boxes"
-        if os.geteuid() != 0 or _others_can_traverse(self.run_dir):
+        if os.geteuid() != 0 or not closed_to_others(self.run_dir):
             return inside
         digest = hashlib.sha256(str(self.run_dir.resolve()).encode()).hexdigest()[:16]
         return BOXES_HOME / digest
+
+    def _make_boxes_root(self) -> Path:
+        """The boxes root, made or taken only as ours (0755: the box uids traverse it), and
+        the uv caches directory in it (0711 as root: each box enters its own cache below,
+        none may list the others)."""
+        boxes = self.boxes_root()
+        shared = BOXES_HOME.parent
+        chain = [boxes]
+        if boxes.is_relative_to(shared):
+            chain = [*(p for p in reversed(boxes.parents) if p.is_relative_to(shared)), boxes]
+        try:
+            for path in chain:
+                own_dir(path, mode=0o755, what="the local runtime's boxes directory", parents=True)
+            caches_mode = 0o711 if os.geteuid() == 0 else 0o700
+            own_dir(boxes / CACHES, mode=caches_mode, what="the local runtime's uv caches")
+        except UnsafePathError as exc:
+            raise SandboxError(f"local: {exc}") from None
+        return boxes
 
     def _meta(self, name: str) -> dict[str, Any]:
         path = self._dir(name) / "sandbox.json"
@@ -100,35 +131,51 @@ class LocalRuntime(KeychainSecrets):
     def _env_and_injections(self, name: str) -> tuple[dict[str, str], list[boxnet.Injection]]:
         env = dict(self._meta(name)["env"])
         injections = []
-        for secret in self.keychain.secrets(name):
+        for secret in self.secrets.of(name):
             env[secret.env] = secret.placeholder
-            injections.append(boxnet.Injection(secret.hosts, secret.placeholder, secret.value))
+            injections.append(boxnet.Injection.of(secret))
         return env, injections
 
     # -- lifecycle
     def create(self, spec: SandboxSpec) -> None:
         if self._dir(spec.name).exists():
             raise SandboxError(f"local: sandbox {spec.name!r} already exists; remove it first")
+        self.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+        self._make_boxes_root()  # before anything is recorded or put there
         for secret in spec.secrets:
             self.set_secret(spec.name, secret)
         self.record(Kind.SANDBOX, spec.name, name=spec.name, path=str(self._dir(spec.name)))
-        self.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
         self._dir(spec.name).mkdir(mode=0o700, parents=True)
-        boxes = self.boxes_root()
-        boxes.mkdir(mode=0o755, parents=True, exist_ok=True)
-        for path in (boxes, *(p for p in boxes.parents if p.is_relative_to(BOXES_HOME.parent))):
-            os.chmod(path, 0o755)  # noqa: S103 - the agent uid must traverse it
         meta = {
             "workspaces": [str(p) for p in spec.workspaces],
             "env": dict(spec.env),
             "ca_pem": spec.ca_cert_pem or "",
         }
         write_private(self._dir(spec.name) / "sandbox.json", json.dumps(meta))
+        self._uid(spec.name)  # leased and recorded before the box first runs
         self.start(spec.name)
+
+    def _uid(self, name: str) -> int:
+        """The box's uid: its lease, or (first use) a new one, recorded in the manifest
+        and sandbox.json before it is returned. Not root: this user's uid."""
+        box = self._box(name)
+        uid = hostbox.known_uid(box)
+        if uid is None:
+            try:
+                uid = hostbox.box_uid(box)
+            except boxuids.UidError as exc:
+                raise SandboxError(f"local: {name}: {exc}") from None
+            self.record(Kind.SANDBOX, name, name=name, path=str(self._dir(name)), uid=str(uid))
+        meta_path = self._dir(name) / "sandbox.json"
+        meta = self._meta(name)
+        if meta.get("uid") != uid:
+            write_private(meta_path, json.dumps({**meta, "uid": uid}))
+        return uid
 
     def start(self, name: str) -> None:
         meta = self._meta(name)
         env, injections = self._env_and_injections(name)
+        uid = self._uid(name)
         try:
             hostbox.start(
                 self._box(name),
@@ -136,13 +183,23 @@ class LocalRuntime(KeychainSecrets):
                 env=env,
                 injections=injections,
                 ca_pem=meta.get("ca_pem") or None,
+                uid=uid,
+                cache=self._cache(name),
             )
         except hostbox.BoxError as exc:
             raise SandboxError(f"local: start {name}: {exc}") from None
 
     def stop(self, name: str) -> None:
         self._meta(name)
-        hostbox.stop(self._box(name))
+        self._stop(name)
+
+    def _stop(self, name: str) -> None:
+        # Only a uid leased to this very box root is stopped as a whole: a uid the
+        # records name but the lease no longer does may be another box's by now.
+        try:
+            hostbox.stop(self._box(name), uid=hostbox.known_uid(self._box(name)))
+        except hostbox.BoxError as exc:
+            raise SandboxError(f"local: stop {name}: {exc}") from None
 
     def exec(
         self,
@@ -158,22 +215,27 @@ class LocalRuntime(KeychainSecrets):
         if self.status(name) is SandboxStatus.STOPPED:
             self.start(name)  # like sbx: a stopped sandbox is started first
         box_env, _ = self._env_and_injections(name)
-        result = hostbox.run_command(
-            self._box(name),
-            argv,
-            env={**box_env, **(env or {})},
-            workspace=Path(meta["workspaces"][0]),
-            stdin=stdin if stdin is not None else "",
-            detach=detach,
-            capture=True,
-            timeout=timeout,
-        )
+        try:
+            result = hostbox.run_command(
+                self._box(name),
+                argv,
+                env={**box_env, **(env or {})},
+                workspace=Path(meta["workspaces"][0]),
+                uid=self._uid(name),
+                stdin=stdin if stdin is not None else "",
+                detach=detach,
+                capture=True,
+                timeout=timeout,
+            )
+        except hostbox.BoxError as exc:
+            raise SandboxError(f"local: exec in {name}: {exc}") from None
         return ExecResult(result.returncode, result.stdout or "", result.stderr or "")
 
     def status(self, name: str) -> SandboxStatus:
         if not (self._dir(name) / "sandbox.json").is_file():
             return SandboxStatus.ABSENT
-        running = hostbox.status(self._box(name)) == "running"
+        box = self._box(name)
+        running = hostbox.status(box, uid=hostbox.known_uid(box)) == "running"
         return SandboxStatus.RUNNING if running else SandboxStatus.STOPPED
 
     def logs(self, name: str) -> Logs:
@@ -183,12 +245,17 @@ class LocalRuntime(KeychainSecrets):
         )
 
     def remove(self, name: str) -> None:
-        hostbox.stop(self._box(name))
-        for path in (self._box(name), self._dir(name)):
-            if path.is_symlink():
-                path.unlink()
-            elif path.exists():
-                shutil.rmtree(path)
+        box = self._box(name)
+        try:
+            # Stopped, deleted, its cache parked for the next box of the name, uid given back.
+            hostbox.remove(box, uid=hostbox.known_uid(box), cache=self._cache(name))
+        except hostbox.BoxError as exc:
+            raise SandboxError(f"local: remove {name}: {exc}") from None
+        path = self._dir(name)
+        if path.is_symlink():
+            path.unlink()
+        elif path.exists():
+            shutil.rmtree(path)
 
     def list(self) -> list[str]:
         root = self.run_dir / "sandboxes"
@@ -196,17 +263,41 @@ class LocalRuntime(KeychainSecrets):
             return []
         return sorted(p.name for p in root.iterdir() if (p / "sandbox.json").is_file())
 
-    # -- secrets: `KeychainSecrets`
+    # -- secrets: the keychain's (`Secrets`)
+    def set_secret(self, sandbox: str, secret: Secret) -> None:
+        self.secrets.set(sandbox, secret)
 
-    def _remove_secret_entry(self, resource: Resource) -> None:
-        sandbox = validate_name(resource.details["sandbox"])
-        self.keychain.drop(sandbox, env=resource.key.rsplit("/", 1)[1])
+    def has_secret(self, sandbox: str, host: str) -> bool:
+        return self.secrets.has(sandbox, host)
+
+    def remove_secret(self, sandbox: str, host: str, placeholder: str) -> None:
+        self.secrets.remove(sandbox, host)
 
     def removers(self) -> dict[Kind, Remover]:
         return {
             Kind.SANDBOX: lambda r: self.remove(r.details["name"]),
-            Kind.SECRET: self._remove_secret_entry,
+            Kind.SECRET: self.secrets.remove_recorded,
         }
+
+    # -- after a restart (`kit.status`, `kit.resume`): a box is its agent and its proxy
+    def parts(self, name: str) -> tuple[Part, ...]:
+        status = self.status(name)
+        out = [Part("agent", status is SandboxStatus.RUNNING, status.value)]
+        box = self._box(name)
+        if (box / "proxy.json").exists():  # its credential proxy's ports: one was started
+            up = bool(processes.tagged_pids(boxnet.proxy_tag(box)))
+            out.append(Part("credential proxy", up, "running" if up else "stopped"))
+        return tuple(out)
+
+    def resume(self, name: str) -> tuple[Part, ...]:
+        """A box comes back whole: its agent is handed a fresh proxy token at each start,
+        so a box with either part down is stopped, then started."""
+        down = tuple(part for part in self.parts(name) if not part.up)
+        if down:
+            if self.status(name) is SandboxStatus.RUNNING:
+                self.stop(name)
+            self.start(name)
+        return down
 
 
 def _read(path: Path) -> str:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import launcher
+from bandkit import tools
 from bandkit.errors import BandkitError
 
 BASE_PYTHON = Path("/usr/bin/python3")
@@ -57,8 +57,8 @@ def find_uv_binary() -> Path:
     candidates = [os.environ.get("UV", ""), shutil.which("uv") or ""]
     pyenv = shutil.which("pyenv")
     if pyenv:
-        found = subprocess.run(
-            [pyenv, "which", "uv"], capture_output=True, text=True, check=False, timeout=30
+        found = tools.run(
+            [pyenv, "which", "uv"], what="SDK home", timeout=30, check=False, error=SdkHomeError
         )
         candidates.append(found.stdout.strip())
     for candidate in candidates:
@@ -72,12 +72,14 @@ def _pins(names: tuple[str, ...]) -> list[str]:
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None) -> None:
-    result = subprocess.run(
-        argv, capture_output=True, text=True, check=False, timeout=TIMEOUT_S, env=env
+    tools.run(
+        argv,
+        what="SDK home",
+        timeout=TIMEOUT_S,
+        env=env,
+        unset=("VIRTUAL_ENV",),
+        error=SdkHomeError,
     )
-    if result.returncode != 0:
-        tail = "\n".join(result.stderr.strip().splitlines()[-10:])
-        raise SdkHomeError(f"{' '.join(argv[:3])} failed:\n{tail}")
 
 
 def build_sdk_home(root: Path, *, with_band_sdk: bool, cache_dir: Path | None = None) -> SdkHome:
@@ -88,8 +90,7 @@ def build_sdk_home(root: Path, *, with_band_sdk: bool, cache_dir: Path | None = 
     uv.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(find_uv_binary(), uv)
     venv = root / "venv"
-    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
-    env.pop("VIRTUAL_ENV", None)
+    env = {"UV_PYTHON_DOWNLOADS": "never"}
     if cache_dir is not None:
         env["UV_CACHE_DIR"] = str(cache_dir)
     _run([str(uv), "venv", "--quiet", "--python", str(BASE_PYTHON), str(venv)], env)

@@ -11,5 +11,8 @@ The pure parts (no IO, no clock), importable and unit-tested:
 
 The host-side conductor (``conductor``, with ``room``, its human-API client, and
 ``observer``, its WebSocket/poll feed) and the scripted brain (``brain``, copied into each
-workspace under ``agents/``). The orchestration around them is ``bandkit.demo``.
+workspace under ``agents/``), and the agent program staged with it (``agent_main``,
+``brains_frameworks``). This package is what a user copies or loads by path and what runs
+inside the sandboxes; it imports nothing from the kit. The orchestration around it is the
+library ``bandkit.demo`` (``README.md``, "What is an example here").
 """

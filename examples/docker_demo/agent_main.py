@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 # A sibling file when the launcher runs this one; mypy sees the tree as a package.
-from brain import SCRIPT_FILE, Script, ScriptError, build_adapter  # type: ignore[import-not-found]
+from brain import SCRIPT_FILE, BrainScriptError, Script, build_adapter  # type: ignore[import-not-found]
 from brains_frameworks import (  # type: ignore[import-not-found]
     BrainsError,
     build_framework_adapter,
@@ -109,7 +109,7 @@ def main() -> int:
     path = Path(__file__).resolve().parent / SCRIPT_FILE
     try:
         script = Script.load(path)
-    except ScriptError as exc:
+    except BrainScriptError as exc:
         logger.error("%s", exc)
         return 2
     settings = read_settings()

@@ -7,7 +7,8 @@ venv: it imports only the standard library and, lazily, band-sdk.
 The script is ``script.json`` beside it, written by the demo's staging from a scenario
 file (see ``scenario.agent_script``). Per room, ``Cursor`` picks the next line: every
 message from a peer, and the first message from a human (the brief), takes the next turn;
-later human messages get the ``on_human`` line (or nothing). Out of turns: ``silent``
+later human messages, and a human's once the turns are used up (the presenter asking on
+the open floor), get the ``on_human`` line (or nothing). Out of turns: ``silent``
 answers nothing (``no_reply``), ``repeat`` starts again at ``repeat_from``.
 
 Playing a line uses the real Band tools, so the platform sees a real meeting's traffic:
@@ -42,7 +43,7 @@ MAX_PEER_PAGES = 20
 logger = logging.getLogger("demo-agent")
 
 
-class ScriptError(Exception):
+class BrainScriptError(Exception):
     """script.json is missing or malformed; the message says what to do."""
 
 
@@ -83,12 +84,12 @@ class Script:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise ScriptError(
+            raise BrainScriptError(
                 f"no {path.name} in {path.parent}: the demo stages one into a copy of this "
                 "workspace (`uv run invoke demo.up`)"
             ) from None
         except (OSError, ValueError) as exc:
-            raise ScriptError(f"cannot read {path}: {exc}") from None
+            raise BrainScriptError(f"cannot read {path}: {exc}") from None
         return cls.parse(raw, shown=str(path))
 
     @classmethod
@@ -106,7 +107,9 @@ class Script:
                 on_human=None if human is None else Line.parse(human),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise ScriptError(f"{shown} is not a schema {SCRIPT_SCHEMA} script: {exc}") from None
+            raise BrainScriptError(
+                f"{shown} is not a schema {SCRIPT_SCHEMA} script: {exc}"
+            ) from None
 
 
 class Cursor:
@@ -119,10 +122,11 @@ class Cursor:
 
     def next_line(self, *, from_human: bool) -> Line | None:
         """The line answering one incoming message, or None for no reply."""
-        if from_human and self._heard_human:
+        turns = self.script.turns
+        if from_human and (self._heard_human or not self._turn_left()):
+            self._heard_human = True  # the presenter asking after the script ran out
             return self.script.on_human
         self._heard_human = self._heard_human or from_human
-        turns = self.script.turns
         if self._next >= len(turns):
             if self.script.after != "repeat" or not turns:
                 return None
@@ -130,6 +134,10 @@ class Cursor:
         line = turns[self._next]
         self._next += 1
         return line
+
+    def _turn_left(self) -> bool:
+        turns = self.script.turns
+        return self._next < len(turns) or (self.script.after == "repeat" and bool(turns))
 
 
 async def look_up(tools: AgentToolsProtocol, name: str) -> str | None:

@@ -4,7 +4,7 @@ Flow (``Conductor.run``):
 
 1. create the room "Design Review — <topic> — <YYYY-MM-DD HH:MM>" (the ``ledger`` records
    it before it exists and learns its id after), add the PM and the developer, print the
-   room page URL;
+   room page URL, and tell ``on_room`` (the caller shows the presenter the way in);
 2. start following the room (``observer.RoomFeed``: WebSocket pushes, polling when the
    socket is down), then brief the PM alone (the only opening: the brief mentions her);
 3. until the breaker stops: wait for a push or a tick, read the room, project every new
@@ -16,7 +16,8 @@ Flow (``Conductor.run``):
    * ADD_ARCHITECT: list the participants first, add the architect only if absent, then
      ask him (mentioned) to rule;
    * OPEN_FLOOR: invite the presenter (lines typed in this terminal are posted as the
-     presenter when it is a TTY);
+     presenter when it is a TTY; what the presenter posts in the room counts alike), then
+     tell ``on_floor``;
    * HARD_KILL / TERMINATE_OK: post the closer and stop.
 
 The conductor posts with the presenter's key; it tracks its own posts so they never count
@@ -101,10 +102,13 @@ class Conductor:
         feed_factory: Callable[..., RoomFeed] = RoomFeed,
         interactive_input: bool | None = None,
         on_verdict: Callable[[], None] = lambda: None,
+        on_room: Callable[[str, str], None] = lambda _room_id, _room_url: None,
+        on_floor: Callable[[], None] = lambda: None,
     ) -> None:
         self.setup = setup
         self._ledger, self._log, self._clock, self._wall = ledger, log, clock, wall
         self._feed_factory, self._on_verdict = feed_factory, on_verdict
+        self._on_room, self._on_floor = on_room, on_floor
         self._typing = sys.stdin.isatty() if interactive_input is None else interactive_input
         self.people = {role: Participant(setup.agent_ids[role], CAST[role].name) for role in Role}
         self._names: dict[str, str] = {p.id: p.name for p in self.people.values()}
@@ -143,6 +147,7 @@ class Conductor:
         )
         self._log(f"conductor: room “{title}”")
         self._log(f"conductor: room page {self.result.room_url}")
+        self._on_room(room, self.result.room_url)
         for role in (Role.PM, Role.DEV):
             await client.add(room, self.people[role].id)
         for person in await client.participants(room):
@@ -239,6 +244,7 @@ class Conductor:
                 self._log("conductor: verdict in; the floor is open")
                 idle = self.setup.breaker.open_floor_idle_s
                 await self._say(client, room, speech.open_floor(idle, typing_here=self._typing))
+                self._on_floor()
                 if self._typing:
                     self._read_terminal()
             case Action.HARD_KILL | Action.TERMINATE_OK:

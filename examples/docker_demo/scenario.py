@@ -10,7 +10,8 @@ A scenario is ``scenarios/<name>.yaml`` (schema version "1", unknown keys refuse
 * ``roles.<pm|dev|architect>``: ordered ``turns``. A turn is consumed by each message the
   agent receives from a peer, and by the first message it receives from a human (the
   brief, or the conductor's note when it adds the architect). Later human messages (a
-  nudge, the presenter) get ``on_human`` instead, or no reply. When the turns run out:
+  nudge, the presenter), and a human's once the turns ran out (the presenter on the open
+  floor), get ``on_human`` instead, or no reply. When the turns run out:
   ``after: silent`` answers nothing, ``after: repeat`` starts again at ``repeat_from``;
 * a turn: ``say`` (``{topic}``, ``{pm}``, ``{dev}``, ``{architect}`` are filled in),
   ``mention`` (roles; the message goes to them; none: to the presenter, which wakes no

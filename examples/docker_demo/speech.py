@@ -46,7 +46,7 @@ def add_note() -> str:
 
 
 def open_floor(idle_s: float, *, typing_here: bool) -> str:
-    where = "type in the conductor's terminal" if typing_here else "post in the room"
+    where = "post in the room" + (" or type in the conductor's terminal" if typing_here else "")
     return (
         f"The verdict is in and the floor is open: {where} to ask the agents anything "
         f"(mention them with @Name), or say “{END_PHRASE_HINT}” to close. The meeting "

@@ -14,6 +14,13 @@ The agent logs each reconnect delay the SDK computes (`SDK reconnect delay <s>s 
 <n>)`: its backoff, observed, not changed), so the smoke's drills can report the backoff
 they measured (the SDK's own DEBUG record of it drops the values).
 
+`SMOKE_AGENT_WATCHDOG_S=<seconds>` shortens the SDK's heartbeat watchdog (30 s heartbeats,
+a forced reconnect after 60 s without an ack) to that dead threshold, with heartbeats at
+half of it, the SDK's own ratio. The silent-socket path is the same, only sooner, so the
+smoke's sleep drill need not freeze the box for a minute. The SDK's `WebSocketClient` takes
+a session policy but `Agent.create` does not pass one, so the two places that read it (the
+heartbeat interval of each connection, the watchdog's deadline) are set here.
+
 `SMOKE_AGENT_NO_RECONNECT=1` breaks recovery on purpose, for the smoke's own tests: the
 SDK's reconnect policy is replaced by one that treats the first disconnect as terminal
 (every disconnect counts as "rapid" and one suppresses reconnecting), so the agent
@@ -37,6 +44,7 @@ LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 SHUTDOWN_TIMEOUT_S = 10.0
 REQUIRED_ENV = ("BAND_AGENT_ID", "BAND_API_KEY", "BAND_REST_URL", "BAND_WS_URL")
 NO_RECONNECT_ENV = "SMOKE_AGENT_NO_RECONNECT"
+WATCHDOG_ENV = "SMOKE_AGENT_WATCHDOG_S"
 MARKER_RE = re.compile(r"\bmarker:([0-9a-f]{12})\b")
 ACK_PREFIX = "sandbox-ack:"
 BACKOFF_LOG = "SDK reconnect delay"
@@ -73,6 +81,48 @@ def log_backoff() -> None:
         return delay
 
     PHXChannelsClient._compute_reconnect_delay = logged
+
+
+def tune_watchdog(dead_threshold_s: float) -> None:
+    """Heartbeats every `dead_threshold_s / 2`; a reconnect forced after `dead_threshold_s`
+    without an ack (see the module docstring)."""
+    from band.client.streaming import watchdog
+    from phoenix_channels_python_client.client import PHXChannelsClient
+
+    connect_init = PHXChannelsClient.__init__
+
+    def tuned_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("heartbeat_interval_s") is not None:
+            kwargs["heartbeat_interval_s"] = dead_threshold_s / 2
+        connect_init(self, *args, **kwargs)
+
+    def reset_deadline(self: Any) -> None:
+        self._deadline = asyncio.get_running_loop().time() + dead_threshold_s
+
+    PHXChannelsClient.__init__ = tuned_init
+    watchdog.HeartbeatWatchdog.reset_deadline = reset_deadline  # type: ignore[method-assign]
+    logger.info(
+        "%s=%g: heartbeat every %gs, reconnect after %gs without an ack",
+        WATCHDOG_ENV,
+        dead_threshold_s,
+        dead_threshold_s / 2,
+        dead_threshold_s,
+    )
+
+
+def watchdog_setting() -> float | None:
+    """The tuned dead threshold, or None for the SDK's own; a bad value stops the agent."""
+    raw = os.environ.get(WATCHDOG_ENV, "")
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 2.0 <= value <= 600.0:
+        logger.error("%s must be seconds between 2 and 600, got %r", WATCHDOG_ENV, raw)
+        raise SystemExit(2)
+    return value
 
 
 def break_reconnect() -> None:
@@ -153,6 +203,9 @@ def main() -> int:
     log_backoff()
     settings = read_settings()
     logger.info("smoke agent starting: agent %s (pid %d)", settings["BAND_AGENT_ID"], os.getpid())
+    threshold = watchdog_setting()
+    if threshold is not None:
+        tune_watchdog(threshold)
     if os.environ.get(NO_RECONNECT_ENV) == "1":
         break_reconnect()
     agent = build_agent(settings)

@@ -3,8 +3,6 @@ agents played by the test itself through the agent API (their own keys)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -41,15 +39,6 @@ async def say(rest_url: str, agent: Played, room: str, text: str, *to: Played) -
     async with httpx.AsyncClient(base_url=rest_url, headers={"x-api-key": agent.key}) as c:
         response = await c.post(f"/api/v1/agent/chats/{room}/messages", json=body)
     response.raise_for_status()
-
-
-async def until(check: Callable[[], bool], *, timeout: float = 10.0, what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 class Ledger:

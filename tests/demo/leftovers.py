@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from bandkit import processes
 from bandkit.demo.layout import DemoLayout
 from bandkit.emulator import service
 from examples.docker_demo.cast import DEMO_NAMES, DEMO_SANDBOXES
@@ -74,21 +75,18 @@ def process_leftovers(roots: Iterable[Path], *, keep_pids: Iterable[int] = ()) -
     """Live processes (not this one) whose argv or environment names one of `roots`."""
     needles = [str(root).encode() for root in roots]
     skipped = {os.getpid(), *keep_pids}
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) in skipped:
-            continue
-        try:
-            if (entry / "stat").read_text().rpartition(")")[2].split()[:1] == ["Z"]:
-                continue
-            cmdline = (entry / "cmdline").read_bytes()
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if any(n in cmdline or n in environ for n in needles):
-            shown = cmdline.replace(b"\0", b" ").decode(errors="replace")[:160]
-            out.append(f"process {entry.name}: {shown}")
-    return out
+    found: dict[int, bytes] = {}
+
+    def names_a_root(proc: processes.Proc) -> bool:
+        environ = b"\0".join(proc.environ)
+        if proc.pid in skipped or not any(n in proc.cmdline or n in environ for n in needles):
+            return False
+        found[proc.pid] = proc.cmdline
+        return True
+
+    pids = processes.scan(names_a_root)
+    shown = {pid: argv.replace(b"\0", b" ").decode(errors="replace") for pid, argv in found.items()}
+    return [f"process {pid}: {shown[pid][:160]}" for pid in pids]
 
 
 def file_leftovers(layout: DemoLayout) -> list[str]:

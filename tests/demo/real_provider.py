@@ -11,9 +11,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bandkit.demo.stub_scripts import stub_script
 from bandkit.fsio import write_private
 from bandkit.llm import service as llm_service
-from examples.docker_demo.brains_stub import stub_script
 from examples.docker_demo.cast import DEFAULT_TOPIC, Role
 from examples.docker_demo.scenario import load
 from tests.runtimes.helpers import scratch_dir

@@ -12,7 +12,7 @@ from band.core.types import PlatformMessage
 from band.testing.fake_tools import FakeAgentTools
 
 from examples.docker_demo import brain
-from examples.docker_demo.brain import Cursor, Line, Script, ScriptError, build_adapter
+from examples.docker_demo.brain import BrainScriptError, Cursor, Line, Script, build_adapter
 from examples.docker_demo.cast import CAST, Role
 from examples.docker_demo.scenario import agent_script, load
 
@@ -47,6 +47,18 @@ def test_the_brief_takes_the_first_turn_and_later_humans_get_on_human() -> None:
 def test_a_peer_may_open_the_script_too() -> None:
     cursor = Cursor(script("a", "b"))
     assert said(cursor, "peer", "human", "human") == ["a", "b", None]
+
+
+def test_a_human_after_the_last_turn_gets_on_human() -> None:
+    # The architect rules on a peer's mention; the presenter's question on the open floor
+    # is the first human message he gets, and there is no turn left for it.
+    cursor = Cursor(script("verdict", human="it stands"))
+    assert said(cursor, "peer", "human", "peer", "human") == [
+        "verdict",
+        "it stands",
+        None,
+        "it stands",
+    ]
 
 
 def test_silent_after_the_last_turn() -> None:
@@ -95,7 +107,7 @@ def test_a_bad_script_is_one_clear_error(
     path = tmp_path / brain.SCRIPT_FILE
     if content is not None:
         path.write_text(content)
-    with pytest.raises(ScriptError, match=fragment):
+    with pytest.raises(BrainScriptError, match=fragment):
         Script.load(path)
 
 

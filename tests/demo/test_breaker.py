@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib.util
 import inspect
 import math
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -307,6 +309,20 @@ def test_breaker_module_is_pure() -> None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
     }
     assert not called & {"open", "print", "input", "exec", "eval", "__import__"}
+
+
+def test_breaker_loads_by_path_alone() -> None:
+    """Users load the breaker by its path: it needs only the standard library."""
+    spec = importlib.util.spec_from_file_location("breaker_by_path", breaker_module.__file__)
+    assert spec is not None
+    assert spec.loader is not None
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = loaded  # dataclasses resolve the module's annotations here
+    try:
+        spec.loader.exec_module(loaded)
+    finally:
+        del sys.modules[spec.name]
+    assert dataclasses.asdict(loaded.BreakerConfig()) == dataclasses.asdict(BreakerConfig())
 
 
 def test_docstring_names_every_action_and_reason() -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bandkit.demo import cli_image, preflight
-from bandkit.demo.errors import DemoError
+from bandkit.demo import DemoError, cli_image, preflight
+from bandkit.dockercli import ImageError
 from bandkit.image import build as image_build
 from bandkit.image.facts import LOCAL_TAG, REPO_ROOT, dockerfile_args
 from bandkit.runtimes.base import RuntimeName
@@ -134,8 +134,8 @@ def test_the_proof_accepts_only_the_pinned_codex(monkeypatch: pytest.MonkeyPatch
 
 def test_a_hung_proof_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     def hang(argv: list[str], timeout_s: float, **_: object) -> subprocess.CompletedProcess[str]:
-        raise subprocess.TimeoutExpired(argv, timeout_s)
+        raise ImageError(f"docker run: `docker {' '.join(argv)}` timed out after {timeout_s:g}s")
 
     monkeypatch.setattr(cli_image, "docker", hang)
-    with pytest.raises(DemoError, match="did not finish within 120s; check the daemon"):
+    with pytest.raises(DemoError, match="timed out after 120s; check the daemon"):
         cli_image.prove("img")

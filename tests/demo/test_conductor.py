@@ -16,7 +16,8 @@ from examples.docker_demo.cast import CAST, Role
 from examples.docker_demo.conductor import Conductor, MeetingResult, MeetingSetup
 from examples.docker_demo.room import RoomClient
 from examples.docker_demo.scenario import PresenterCue
-from tests.demo.fakes import USER_KEY, Ledger, Played, register_cast, say, until
+from tests.demo.fakes import USER_KEY, Ledger, Played, register_cast, say
+from tests.support.wait import until
 
 SMALL = BreakerConfig(soft_cap=2, handoff_deadline=1, hard_cap=6, wall_clock_s=30.0, grace_s=0.2)
 WHEN = datetime(2026, 9, 1, 14, 5)

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bandkit.demo import run
-from bandkit.demo.errors import DemoError
+from bandkit.demo import DemoError, run
 from bandkit.demo.layout import DemoLayout
-from bandkit.demo.options import UpOptions
 from bandkit.demo.phases import PHASES, egress_and_secrets, phase_line
+from bandkit.demo.preflight import UpOptions
 from bandkit.kit.provision import ProvisionRequest
 from bandkit.runtimes.base import PROXY_MANAGED_PLACEHOLDER, Secret
 from bandkit.runtimes.local import LocalRuntime

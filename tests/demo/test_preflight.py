@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bandkit.demo import preflight
-from bandkit.demo.errors import DemoError
-from bandkit.demo.options import UpOptions
+from bandkit.demo import DemoError, preflight
 from bandkit.demo.outcome import EXIT_CODES, Outcome, from_meeting
+from bandkit.demo.preflight import UpOptions
 from bandkit.manifest import Kind, Manifest
 from bandkit.runtimes.local import LocalRuntime
 from examples.docker_demo.breaker import StopCause

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bandkit.demo import brains
-from bandkit.demo.errors import DemoError
+from bandkit.demo import DemoError, brains
 from bandkit.demo.layout import DemoLayout
 from bandkit.manifest import Manifest
 from bandkit.runtimes.base import RuntimeName

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bandkit.demo import teardown
-from bandkit.demo.errors import DemoError
+from bandkit.demo import DemoError, teardown
 from bandkit.demo.layout import DemoLayout, RunInfo, box_root_for
 from bandkit.demo.staging import AGENTS_DIR, BRAIN_SOURCE, MAIN_SOURCE, stage
 from bandkit.demo.target import EMULATOR_SERVICE
@@ -83,6 +82,9 @@ def test_the_box_root_is_ours_and_traversable(tmp_path: Path) -> None:
 
 
 def test_teardown_removes_in_reverse_and_keeps_failures_with_a_remedy(tmp_path: Path) -> None:
+    # The room's platform does not answer (nothing listens on port 9) and the record
+    # names no local platform: it may come back, so its entry is kept, and the line says
+    # exactly that and the way out for a platform that is gone for good.
     layout = DemoLayout(tmp_path, tmp_path / "boxes")
     layout.make_home()
     made = [tmp_path / "boxes" / "workspaces" / role.value for role in Role]
@@ -92,15 +94,17 @@ def test_teardown_removes_in_reverse_and_keeps_failures_with_a_remedy(tmp_path: 
             manifest.record(Kind.WORKSPACE, str(path))
             path.mkdir(parents=True)
         manifest.record(Kind.ROOM, "http://127.0.0.1:9#room", url="http://127.0.0.1:9", title="t")
-        report = teardown.tear_down(manifest, layout, user_key="k", log=lines.append, runtimes=[])
+        key = "user-key-b5f0"
+        report = teardown.tear_down(manifest, layout, user_key=key, log=lines.append, runtimes=[])
         assert [r.kind for r in report.removed] == [Kind.WORKSPACE] * 3
         assert [r.ref for r, _ in report.failed] == ["room:http://127.0.0.1:9#room"]
         assert [r.kind for r in manifest.resources] == [Kind.ROOM]
     assert not any(path.exists() for path in made)
     failed = [line for line in lines if "FAILED" in line]
     assert len(failed) == 1
-    assert "delete the room on the platform" in failed[0]
-    assert "re-run `uv run invoke demo.down`" in failed[0]
+    assert "the platform at http://127.0.0.1:9 does not answer" in failed[0]
+    assert "re-run `uv run invoke demo.down` once it answers" in failed[0]
+    assert "--forget-unreachable drops this record" in failed[0]
     assert [line.split()[-1] for line in lines if "removed" in line] == [
         f"workspace:{path}" for path in reversed(made)
     ]

@@ -9,16 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from bandkit.demo import brains
-from bandkit.demo.errors import DemoError
+from bandkit.demo import DemoError, brains
 from bandkit.demo.layout import DemoLayout
 from bandkit.demo.staging import AGENTS_DIR, stage
+from bandkit.demo.stub_scripts import stub_script
 from bandkit.llm.conversation import Conversation
 from bandkit.llm.script import ScriptSet
 from bandkit.manifest import Manifest
 from bandkit.runtimes.base import RuntimeName
 from examples.docker_demo import brains_frameworks
-from examples.docker_demo.brains_stub import stub_script
 from examples.docker_demo.cast import CAST, Role
 from examples.docker_demo.scenario import agent_script, available, load
 

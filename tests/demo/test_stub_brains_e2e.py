@@ -23,6 +23,7 @@ sandbox file or process environment; nothing is left.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from collections.abc import Iterable, Iterator
@@ -30,11 +31,14 @@ from pathlib import Path
 
 import pytest
 
+from bandkit import processes
 from bandkit.demo import stub_brains
 from bandkit.emulator import service
+from bandkit.llm import service as llm_service
+from bandkit.runtimes import boxuids
 from tests.demo import real_provider
 from tests.demo.real_provider import DEV_MODEL, KEYS, Provider
-from tests.demo.test_demo_e2e import (
+from tests.demo.support import (
     CANARY,
     Platform,
     assert_nothing_left,
@@ -44,10 +48,9 @@ from tests.demo.test_demo_e2e import (
     timings,
     up,
 )
-from tests.demo.test_demo_e2e import platform as platform
 
 pytestmark = [
-    pytest.mark.slow,
+    pytest.mark.e2e,
     pytest.mark.timeout(900),
     pytest.mark.skipif(
         shutil.which("npm") is None or shutil.which("node") is None,
@@ -76,8 +79,12 @@ def turns(journal: Path) -> list[dict[str, object]]:
 
 
 def canaries(platform: Platform) -> list[str]:
-    keys = (stub_brains.stub_dir(platform.layout) / "llm-keys").read_text().splitlines()
-    return [line.split("=", 1)[1] for line in keys if "=" in line and not line.startswith("#")]
+    """The roles' keys and the stub's operator key (its pages' credential): never inside a
+    sandbox."""
+    home = stub_brains.stub_dir(platform.layout)
+    keys = (home / llm_service.KEY_FILE).read_text().splitlines()
+    roles = [line.split("=", 1)[1] for line in keys if "=" in line and not line.startswith("#")]
+    return [*roles, (home / llm_service.OPERATOR_KEY_FILE).read_text().strip()]
 
 
 def unhandled(platform: Platform) -> list[str]:
@@ -113,6 +120,39 @@ def agent_homes() -> set[Path]:
     return set(HOMES.glob("band-demo-home-*"))
 
 
+def run_homes(platform: Platform, before: set[Path]) -> set[Path]:
+    """Agent homes made since `before` by this run's boxes (as root: owned by a uid leased
+    to a box under the run's box root; other demos run meanwhile)."""
+    new = agent_homes() - before
+    if not boxuids.isolated():
+        return new
+    ours = {
+        int(e.name)
+        for e in boxuids.LEASES.iterdir()
+        if e.name.isdigit()
+        and Path(json.loads(e.read_text(encoding="utf-8"))["root"]).is_relative_to(
+            platform.layout.box_root
+        )
+    }
+    return {home for home in new if home.lstat().st_uid in ours}
+
+
+def left_behind(before: set[Path]) -> set[Path]:
+    """Agent homes made since `before` whose box is gone. Other demos run meanwhile (the
+    e2e lane runs four at once), so as root a home counts only when its owner, a box uid,
+    holds no lease any more: that box was torn down and its home should have gone too."""
+    new = agent_homes() - before
+    if not boxuids.isolated():
+        return new
+    leased = {int(e.name) for e in boxuids.LEASES.iterdir() if e.name.isdigit()}
+    out = set()
+    for home in new:
+        with contextlib.suppress(FileNotFoundError):  # removed meanwhile by its own run
+            if home.lstat().st_uid not in leased:
+                out.add(home)
+    return out
+
+
 def assert_no_canary_in_sandboxes(
     platform: Platform, keys: list[str], *outputs: str, homes: Iterable[Path] = ()
 ) -> None:
@@ -124,10 +164,9 @@ def assert_no_canary_in_sandboxes(
 def environments(platform: Platform) -> list[bytes]:
     out = []
     for pid in tagged_processes(platform.layout.box_root):
-        try:
-            out.append(Path(f"/proc/{pid}/environ").read_bytes())
-        except OSError:
-            continue
+        environ = processes.environ(pid)
+        if environ is not None:
+            out.append(b"\0".join(environ))
     return out
 
 
@@ -141,14 +180,14 @@ def test_happy_with_the_real_frameworks(platform: Platform, fresh_journal: Path)
     assert "Jordan (Architect) → Maya (PM), Sam (Dev): @Maya (PM) @Sam (Dev) VERDICT:" in out
     assert "nudging" not in out
     keys = canaries(platform)
-    assert len(keys) == 3
+    assert len(keys) == 4  # a key per role and the stub's operator key
     running = environments(platform)
     assert running, "no sandbox process is running after a --keep run"
     for environ in running:
         for key in keys:
             assert key.encode() not in environ
     assert any(b"ANTHROPIC_PROXY_KEY=sk-ant-placeholder-" in env for env in running)
-    homes = agent_homes() - before
+    homes = run_homes(platform, before)
     assert len(homes) == 3  # each agent's private home (the local runtime's HOME is not its)
     assert_no_canary_in_sandboxes(platform, keys, homes=homes)  # while they run: their files
     down = invoke("demo.down", "--run-dir", str(platform.run_dir), env=demo_env())
@@ -184,7 +223,7 @@ def test_no_handoff_with_the_real_frameworks(platform: Platform, fresh_journal: 
     assert_no_canary_in_sandboxes(platform, keys, done.stdout, done.stderr)
     assert CANARY not in done.stdout + done.stderr
     assert_nothing_left(platform, done)
-    assert agent_homes() - before == set()
+    assert left_behind(before) == set()
     lines = unhandled(platform)
     print(f"no-handoff --brains stub: {timings(done)}; UNHANDLED lines: {len(lines)}")
     assert lines == []
@@ -212,7 +251,7 @@ def test_real_brains_with_the_host_keys_and_base_urls(
     assert running, "no sandbox process is running after a --keep run"
     assert all(key.encode() not in env for env in running for key in keys)
     assert any(b"OPENAI_PROXY_KEY=sk-placeholder-" in env for env in running)
-    homes = agent_homes() - before
+    homes = run_homes(platform, before)
     assert_no_canary_in_sandboxes(platform, keys, homes=homes)
     down = invoke("demo.down", "--run-dir", str(platform.run_dir), env=demo_env())
     assert down.returncode == 0, down.stdout + down.stderr

@@ -1,4 +1,10 @@
-"""Docker fixtures: the kit image is built once per test session from the local bases.
+"""Docker fixtures and helpers: a container from the kit image, `docker run` through the
+entrypoint. The images themselves (`kit_image`, `sdk_home_image`, `sdk_extra_image`) are
+session fixtures in tests/conftest.py, built once per run by tests/support/images.py;
+`ensure_local_tag` makes that build the `band-python-kit:local` the tasks run (the demo,
+`kit.provision --runtime docker`) when that tag is absent or stale. `daemon_back` is for
+the tests that restart the Docker daemon (marked `exclusive`): it answers again when each
+ends, whatever the test did to it.
 
 Every test here is marked `docker` (run by `nox -s docker_tests`, which `uv run nox` and
 `.ci/run` include). Containers are run with argv lists and removed by the helpers.
@@ -13,42 +19,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
+from bandkit.ci import dockerd
 from bandkit.dockercli import docker_answers
-from bandkit.image import bases as image_bases
-from bandkit.image import build as image_build
-from bandkit.image.facts import host_arch
-
-HOST_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
-TEST_TAG = "band-python-kit:dockertest"
-HOME_OVERRIDE_TAG = "band-python-kit:dockertest-sdkhome"
-HOME_OVERRIDE = "/opt/custom-band"
-EXTRA_TAG = "band-python-kit:dockertest-extra"
-
-
-def _build(tag: str, *extra_args: tuple[str, str]) -> str:
-    if not docker_answers():
-        pytest.fail("no Docker daemon answers: `uv run invoke ci.prepare --lane docker_tests`")
-    image_bases.ensure_bases((host_arch(),))
-    request = image_build.BuildRequest(
-        tag=tag,
-        base="local",
-        build_ca=(HOST_BUNDLE,) if HOST_BUNDLE.is_file() else (),
-        build_args=extra_args,
-    )
-    return image_build.build(request, progress=lambda _line: None)[0].tag
-
-
-@pytest.fixture(scope="session")
-def kit_image() -> str:
-    """The kit image built from the working tree on the local bases (once per session)."""
-    return _build(TEST_TAG)
-
-
-@pytest.fixture(scope="session")
-def sdk_home_image() -> str:
-    """The same image built with `--build-arg BAND_SDK_HOME=/opt/custom-band`."""
-    return _build(HOME_OVERRIDE_TAG, ("BAND_SDK_HOME", HOME_OVERRIDE))
+from bandkit.image.facts import LOCAL_TAG
+from bandkit.runtimes.docker.identity import GID_LABEL
 
 
 def run(
@@ -74,12 +50,6 @@ def run(
     )
 
 
-@pytest.fixture(scope="session")
-def sdk_extra_image() -> str:
-    """The image built with one optional band-sdk extra (`--sdk-extra logging`)."""
-    return _build(EXTRA_TAG, ("SDK_EXTRA", "logging"))
-
-
 @pytest.fixture
 def container(kit_image: str) -> Iterator[str]:
     """A detached container running `sleep` through the entrypoint; removed afterwards."""
@@ -95,3 +65,50 @@ def container(kit_image: str) -> Iterator[str]:
         yield name
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False, timeout=60)
+
+
+@pytest.fixture
+def one_demo_on_the_daemon(run_shared: Path) -> Iterator[None]:
+    """The demo's containers have fixed names (band-demo-pm, ...): one demo test at a time
+    on this daemon, whichever xdist worker runs it."""
+    with FileLock(str(run_shared / "docker-demo.lock"), timeout=1800):
+        yield
+
+
+def current_image(ref: str) -> bool:
+    """`ref` exists and its entrypoint takes the box's own gid (what the runtime demands)."""
+    found = subprocess.run(
+        [
+            "docker",
+            "image",
+            "inspect",
+            "--format",
+            f'{{{{index .Config.Labels "{GID_LABEL}"}}}}',
+            ref,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    return found.returncode == 0 and found.stdout.strip() == "1"
+
+
+def ensure_local_tag(kit_image: str) -> str:
+    """`band-python-kit:local` (what the tasks run on docker): the session's build of the
+    working tree tagged so when that tag is absent or built before the entrypoint took a
+    gid; a current one is kept."""
+    if not current_image(LOCAL_TAG):
+        subprocess.run(["docker", "tag", kit_image, LOCAL_TAG], check=True, timeout=60)
+    return LOCAL_TAG
+
+
+@pytest.fixture
+def daemon_back() -> Iterator[None]:
+    """The Docker daemon answers when the test ends, whatever the test did to it (the
+    rest of the session needs it)."""
+    daemon = dockerd.find()
+    yield
+    if not docker_answers(5.0):
+        dockerd.start(daemon)
+    assert docker_answers(), "the Docker daemon did not come back after the test"

@@ -2,8 +2,12 @@
 
 Checks the image exists, the printed digest is the local registry's manifest digest, the
 stamped `dist/spec.yaml` pins `ref@sha256:...`, the repo's spec is unchanged, and a second
-run is idempotent and fast. Afterwards it stops the local registry and removes what it made
-(a registry, image or dist/spec.yaml that was there before is left as it was).
+run is idempotent and fast. It runs alone (`exclusive`): the classic builder takes the
+newest of equivalent cached layers, so another build of the same steps in between (a
+benchmark's `--no-cache` build, a release build, on another xdist worker) would make the
+second run a new image and push a new digest. Afterwards it stops the local registry and
+removes what it made (a registry, image or dist/spec.yaml that was there before is left
+as it was).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from bandkit.kit import build_push as shortcuts
 from bandkit.kit import spec as kitspec
 from tasks._common import RUN_DIR_DEFAULT
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.exclusive]
 COMMAND = ["uv", "run", "invoke", "build", "push"]
 DIGEST_LINE = re.compile(r"^push: digest (sha256:[0-9a-f]{64})$", re.MULTILINE)
 REGISTRY_FOLDER = REPO_ROOT / RUN_DIR_DEFAULT / shortcuts.REGISTRY_FOLDER

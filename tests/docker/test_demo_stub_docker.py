@@ -37,11 +37,15 @@ from bandkit.demo.layout import DemoLayout
 from bandkit.emulator import service
 from examples.docker_demo.cast import CAST, Role
 from tests.demo import real_provider
-from tests.demo.killing import AGENT_KEY_PREFIX, CANARY, demo_env, plant_canary
 from tests.demo.leftovers import leftovers, secrets_in
+from tests.demo.support import AGENT_KEY_PREFIX, CANARY, demo_env, plant_canary
 from tests.runtimes.helpers import REPO, scratch_dir
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.timeout(1800),
+    pytest.mark.usefixtures("one_demo_on_the_daemon"),
+]
 
 WIRE = {"pm": "anthropic.messages", "dev": "openai.responses", "architect": "openai.chat"}
 

@@ -28,11 +28,11 @@ from tests.emulator.support import (
     Observer,
     add,
     create_room,
-    eventually,
     human_client,
     mention,
     register,
 )
+from tests.support.wait import until
 
 from .conftest import run
 
@@ -138,7 +138,7 @@ async def test_containerised_echo_agent_answers_a_mention(
     )
     try:
         try:
-            await eventually(_online(emulator, agent.id), timeout=180, what="agent online")
+            await until(_online(emulator, agent.id), timeout=180, what="agent online")
             async with Observer(emulator.ws_url) as obs:
                 await obs.watch(room)
                 await mention(human, room, agent, "hello from docker")

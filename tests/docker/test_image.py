@@ -18,8 +18,9 @@ from bandkit.image.facts import (
     uv_version,
 )
 from launcher.constants import AGENT_HOME, AGENT_UID, DEFAULT_SDK_HOME
+from tests.support.images import HOME_OVERRIDE
 
-from .conftest import HOME_OVERRIDE, run
+from .conftest import run
 
 pytestmark = pytest.mark.docker
 

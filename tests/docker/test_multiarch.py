@@ -28,7 +28,7 @@ from bandkit.image.push import MANIFEST_ACCEPT
 from bandkit.image.refs import parse_repository
 from bandkit.image.registry import local_registry
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 BOTH = ("linux/amd64", "linux/arm64")
 HOST_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 BUILD_CA = (HOST_BUNDLE,) if HOST_BUNDLE.is_file() else ()

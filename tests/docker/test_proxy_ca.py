@@ -24,8 +24,9 @@ from bandkit.image import bases as image_bases
 from bandkit.image import build as image_build
 from bandkit.image.build_ca import BuildTlsError
 from bandkit.image.facts import host_arch
+from tests.support.images import HOST_BUNDLE
 
-from .conftest import HOST_BUNDLE, run
+from .conftest import run
 
 pytestmark = pytest.mark.docker
 PROBE = (

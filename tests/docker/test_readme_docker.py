@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_readme import UUID, clone, platform_listing, readme_block, run
+from tests.support.readme import UUID, platform_listing, readme_block, run
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
-__all__ = ["clone"]  # the fixture, shared with the local walkthrough
+pytestmark = pytest.mark.docker
 
 
 def _docker_names(kind: str) -> str:
@@ -44,7 +43,7 @@ def test_first_agent_on_docker_as_written(clone: Path) -> None:
     assert "my-agent" not in _docker_names("container")
     assert "bandkit-my-agent" not in _docker_names("network")
     leftover = subprocess.run(
-        ["pgrep", "-f", "bandkit.runtimes.egress.*my-agent"], capture_output=True, check=False
+        ["pgrep", "-f", "bandkit.proxies.egress.*my-agent"], capture_output=True, check=False
     )
     assert leftover.returncode == 1, leftover.stdout
     run(down, clone)

@@ -4,7 +4,9 @@ Two throwaway registries on 127.0.0.1 stand in for Docker Hub and GHCR (one Hub-
 one GHCR-style name each, from `INVOKE_RELEASE_*`). One publish builds amd64 + arm64
 once (the local bases; arm64 under qemu) and is shared by every case here:
 - both registries serve the same index digest, listing linux/amd64 and linux/arm64;
-- each kit artifact's config is the spec stamped with that registry's own reference;
+- each kit artifact's config is the spec stamped with that registry's own reference: the
+  current shape at `0.0.0-rc1` (what today's sbx reads), the legacy one at
+  `0.0.0-rc1-sbx-below-0.42.1` (sbx below 0.42.1);
 - a second run refuses (exit 2) and changes nothing;
 - a registry that already has a version heals the other by copy (no build step);
 - a registry that goes down mid-run stops the release before any floating tag moves.
@@ -30,18 +32,19 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bandkit.image.facts import REPO_ROOT, SPEC
+from bandkit.image.facts import REPO_ROOT, SPEC, SPEC_LEGACY
 from bandkit.image.refs import parse_repository
 from bandkit.image.registry import local_registry
-from bandkit.kit.spec import stamp
+from bandkit.kit.spec import stamp, validate_text
 from bandkit.release import kit_artifact, settings
 from bandkit.release.execute import ReleaseStopped
 from bandkit.release.gather import GitState
 from bandkit.release.oci import Registries
 from bandkit.release.publish import publish
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 RC1, RC2, RELEASE = "0.0.0-rc1", "0.0.0-rc2", "0.0.1"
+LEGACY = "-sbx-below-0.42.1"  # the legacy-shape kit's tag suffix
 ACCEPT = ", ".join(
     (
         "application/vnd.oci.image.index.v1+json",
@@ -164,13 +167,24 @@ def test_each_kit_config_is_the_spec_stamped_with_its_registry(
     assert digest is not None
     for name in settings.REGISTRY_NAMES:
         image, kit = config[f"{name}_image"], config[f"{name}_kit"]
-        manifest = _get(kit, RC1).json()
-        assert manifest["artifactType"] == kit_artifact.ARTIFACT_TYPE
-        assert manifest["config"]["mediaType"] == kit_artifact.CONFIG_TYPE
-        assert [layer["mediaType"] for layer in manifest["layers"]] == [kit_artifact.LAYER_TYPE]
-        assert kit_artifact.SOURCE in manifest["annotations"]
-        served = _get(kit, manifest["config"]["digest"], "blobs").content
-        assert served == stamp(SPEC.read_text(), f"{image}:{RC1}", digest).encode()
+        for tag, source, shape in ((RC1, SPEC, "current"), (RC1 + LEGACY, SPEC_LEGACY, "legacy")):
+            manifest = _get(kit, tag).json()
+            assert manifest["artifactType"] == kit_artifact.ARTIFACT_TYPE
+            assert manifest["config"]["mediaType"] == kit_artifact.CONFIG_TYPE
+            layers = [layer["mediaType"] for layer in manifest["layers"]]
+            assert layers == [kit_artifact.LAYER_TYPE]
+            assert kit_artifact.SOURCE in manifest["annotations"]
+            served = _get(kit, manifest["config"]["digest"], "blobs").content
+            assert served == stamp(source.read_text(), f"{image}:{RC1}", digest).encode()
+            assert validate_text(served.decode()).shape == shape
+    assert (
+        set(RECORDED["kits"])
+        == set(RECORDED["legacy_kits"])
+        == {
+            config["hub_kit"],
+            config["ghcr_kit"],
+        }
+    )
 
 
 def test_a_second_run_refuses_and_changes_nothing(
@@ -199,8 +213,9 @@ def test_one_registry_pre_populated_heals_the_other_without_rebuilding(
     assert "image.build" not in healed.stdout
     assert "copy-image" in healed.stdout
     assert _digest(config["ghcr_image"], RC2) == digest
-    assert _digest(config["hub_kit"], RC2)
-    assert _digest(config["ghcr_kit"], RC2)
+    for kit in (config["hub_kit"], config["ghcr_kit"]):
+        assert _digest(kit, RC2)
+        assert _digest(kit, RC2 + LEGACY)
 
 
 def test_a_registry_down_mid_run_stops_before_any_floating_tag_moves(

@@ -7,9 +7,9 @@ processes). A canary user key never appears in the state, the report, the logs o
 output. A daemon drill whose recovery is broken on purpose (no relaunch) ends FAIL with
 an observation that says what happened.
 
-The daemon drill restarts this host's Docker daemon: the `daemon_back` fixture makes sure
-it answers again when each test ends, whatever happened (the rest of the session needs
-it), and the drill itself refuses to run while other containers are up.
+The daemon drill restarts this host's Docker daemon: the `daemon_back` fixture (conftest)
+makes sure it answers again when each test ends, whatever happened (the rest of the
+session needs it), and the drill itself refuses to run while other containers are up.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import pytest
 
 from bandkit.ci.prepare import DOCKERD_LOG
 from bandkit.dockercli import docker_answers
-from bandkit.runtimes import dockerd
 from bandkit.runtimes.docker import LABEL
 from smoke import drills as dr
 from smoke import run as smoke_run
@@ -32,20 +31,16 @@ from smoke.report import Verdict
 from smoke.state import Label, Phase, SmokeState, StateStore
 from tests import commands
 from tests.runtimes.helpers import scratch_dir
-from tests.smoke.conftest import CANARY_USER_KEY, all_text, plant_user_key
-from tests.smoke.test_automated import ROWS, assert_nothing_left
+from tests.smoke.support import (
+    CANARY_USER_KEY,
+    ROWS,
+    all_text,
+    assert_nothing_left,
+    plant_user_key,
+)
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-@pytest.fixture
-def daemon_back() -> Iterator[None]:
-    """The Docker daemon answers when the test ends, whatever the test did to it."""
-    daemon = dockerd.find()
-    yield
-    if not docker_answers(5.0):
-        dockerd.start(daemon)
-    assert docker_answers(), "the Docker daemon did not come back after the smoke"
+pytestmark = [pytest.mark.docker, pytest.mark.exclusive]
+WATCHDOG_S = 10.0
 
 
 @pytest.fixture
@@ -95,7 +90,10 @@ def test_full_smoke_on_docker_passes_every_drill_and_leaves_nothing(
     plant_user_key(run_dir)
     log_mark = _log_size()
     env = {k: v for k, v in os.environ.items() if not k.startswith("BAND_")}
+    # The agent's heartbeat watchdog at 10 s (the SDK's is 60 s): the network cut and the
+    # freeze outlast it by the same margin, so the silent-socket path is the same, sooner.
     argv = ["smoke.run", "--drills", "all", "--image", kit_image, "--run-dir", str(run_dir)]
+    argv += ["--watchdog", str(WATCHDOG_S)]
     done = commands.invoke(*argv, env=env, timeout=540)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
@@ -115,6 +113,7 @@ def test_full_smoke_on_docker_passes_every_drill_and_leaves_nothing(
     assert "disconnected from bandkit-" in notes["network_cut"]
     assert "with the same endpoint" in notes["network_cut"]
     assert "docker pause" in notes["sleep_wake"]
+    assert f"SDK heartbeat watchdog: {WATCHDOG_S:g}s" in notes["sleep_wake"]
     assert "restarted dockerd" in notes["daemon_restart"]
     assert "the restart:" in notes["daemon_restart"]  # what happened to the container
     evidence = (run_dir / "smoke" / "evidence.md").read_text()

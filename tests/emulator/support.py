@@ -1,4 +1,5 @@
-"""Shared builders for the emulator tests: clients, an observer, the echo agent process.
+"""Shared builders for the emulator tests: clients, an observer, the echo agent process,
+the error-shape check and a raw Phoenix Channels peer.
 
 Everything here drives real parts: the real `band_rest` client, the SDK's own
 `WebSocketClient` as the human observer, and the real echo agent from
@@ -9,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,11 +27,16 @@ from band.client.streaming import WebSocketClient
 from band.runtime.tools import AgentTools
 from band_rest import AgentRegisterRequest, ChatMessageRequest, ChatRoomRequest, ParticipantRequest
 from band_rest.types import ChatMessageRequestMentionsItem
+from websockets.asyncio.client import ClientConnection, connect
+
+from bandkit.emulator.server import Emulator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ECHO_SRC = REPO_ROOT / "docker" / "band_python_kit" / "echo-agent"
 # Canary secrets: tests grep every output for them.
 USER_KEY = "canary-user-key-9d41f0"
+# A well-formed id that names nothing: route paths, and lookups that must miss.
+ROOM = "00000000-0000-0000-0000-000000000001"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -52,7 +59,7 @@ async def chromium(*extra_args: str) -> AsyncIterator[Any]:
     except ImportError:
         if os.environ.get("CI"):
             raise
-        pytest.skip("playwright is not installed: run browser tests with `uv run nox -s tests`")
+        pytest.skip("playwright is not installed: run browser tests with `uv run nox -s e2e`")
     assert CHROMIUM.exists(), "apt-get install chromium (the tests lane installs it in CI)"
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(
@@ -62,22 +69,6 @@ async def chromium(*extra_args: str) -> AsyncIterator[Any]:
             yield browser
         finally:
             await browser.close()
-
-
-async def eventually(
-    check: Callable[[], bool | Awaitable[bool]], *, timeout: float, what: str
-) -> None:
-    """Wait until `check()` is true, or fail naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def human_client(rest_url: str, key: str = USER_KEY) -> AsyncRestClient:
@@ -99,11 +90,11 @@ async def login_link(rest_url: str, key: str = USER_KEY) -> str:
 
 
 def token_of(link: str) -> str:
-    """The token in a login link's fragment (`.../login#token=...`)."""
+    """The token in a login link's fragment (`.../login#token=...[&next=...]`)."""
     base, _, fragment = link.partition("#")
     assert base.endswith("/login"), link
     assert fragment.startswith("token="), link
-    return fragment.removeprefix("token=")
+    return fragment.removeprefix("token=").split("&", 1)[0]
 
 
 async def sign_in(rest_url: str) -> str:
@@ -378,3 +369,65 @@ class EmulatorProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["code"] == code
+    assert isinstance(error["message"], str)
+    assert error["message"]
+    assert isinstance(error["request_id"], str)
+    assert error["request_id"]
+    return dict(error)
+
+
+# Phoenix Channels V2 frames, with a raw `websockets` client.
+Frame = list[Any]
+
+
+class Peer:
+    """A raw V2 client: send frames with fresh refs, read frames with a deadline."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self._ref = 0
+
+    def ref(self) -> str:
+        self._ref += 1
+        return str(self._ref)
+
+    async def send(self, join_ref: str | None, topic: str, event: str, payload: Any = None) -> str:
+        ref = self.ref()
+        await self.ws.send(json.dumps([join_ref, ref, topic, event, payload or {}]))
+        return ref
+
+    async def recv(self, timeout: float = 5.0) -> Frame:
+        raw = await asyncio.wait_for(self.ws.recv(), timeout)
+        frame = json.loads(raw)
+        assert isinstance(frame, list)
+        assert len(frame) == 5
+        return frame
+
+    async def join(self, topic: str) -> tuple[str, Frame]:
+        join_ref = self.ref()
+        await self.ws.send(json.dumps([join_ref, join_ref, topic, "phx_join", {}]))
+        reply = await self.recv()
+        assert reply[:4] == [join_ref, join_ref, topic, "phx_reply"]
+        return join_ref, reply
+
+    async def heartbeat(self) -> Frame:
+        ref = await self.send(None, "phoenix", "heartbeat")
+        reply = await self.recv()
+        assert reply == [None, ref, "phoenix", "phx_reply", {"status": "ok", "response": {}}]
+        return reply
+
+    async def expect_quiet(self) -> None:
+        """Nothing was queued before now: the next frame is our heartbeat's reply."""
+        await self.heartbeat()
+
+
+@contextlib.asynccontextmanager
+async def peer(emu: Emulator, key: str, query: str = "vsn=2.0.0") -> AsyncIterator[Peer]:
+    async with connect(f"{emu.ws_url}?{query}", additional_headers={"x-api-key": key}) as ws:
+        yield Peer(ws)

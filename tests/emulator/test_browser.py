@@ -18,7 +18,7 @@ from tests.emulator.support import (
     register,
 )
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
 
 async def test_message_appears_on_the_room_page_without_reload(

@@ -2,82 +2,34 @@
 
 Covers upgrade refusals (403, 400, 409 connection_conflict), heartbeat/join/leave
 replies, topic authorization, malformed frames, join_ref echo on pushes, the delivery
-audience rules, room/participant pushes, and supersede.
+audience rules, room/participant pushes, an agent removed from a room losing that room's
+channels (and every later push of it), and supersede.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 from band.client.rest import AsyncRestClient
 from band.client.streaming.errors import WebSocketUpgradeError
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from bandkit.emulator.server import Emulator
 from tests.emulator.support import (
     USER_KEY,
+    Frame,
+    Peer,
     Registered,
     add,
     create_room,
     mention,
+    peer,
     raw_client,
     register,
 )
-
-Frame = list[Any]
-
-
-class Peer:
-    """A raw V2 client: send frames with fresh refs, read frames with a deadline."""
-
-    def __init__(self, ws: ClientConnection) -> None:
-        self.ws = ws
-        self._ref = 0
-
-    def ref(self) -> str:
-        self._ref += 1
-        return str(self._ref)
-
-    async def send(self, join_ref: str | None, topic: str, event: str, payload: Any = None) -> str:
-        ref = self.ref()
-        await self.ws.send(json.dumps([join_ref, ref, topic, event, payload or {}]))
-        return ref
-
-    async def recv(self, timeout: float = 5.0) -> Frame:
-        raw = await asyncio.wait_for(self.ws.recv(), timeout)
-        frame = json.loads(raw)
-        assert isinstance(frame, list)
-        assert len(frame) == 5
-        return frame
-
-    async def join(self, topic: str) -> tuple[str, Frame]:
-        join_ref = self.ref()
-        await self.ws.send(json.dumps([join_ref, join_ref, topic, "phx_join", {}]))
-        reply = await self.recv()
-        assert reply[:4] == [join_ref, join_ref, topic, "phx_reply"]
-        return join_ref, reply
-
-    async def heartbeat(self) -> Frame:
-        ref = await self.send(None, "phoenix", "heartbeat")
-        reply = await self.recv()
-        assert reply == [None, ref, "phoenix", "phx_reply", {"status": "ok", "response": {}}]
-        return reply
-
-    async def expect_quiet(self) -> None:
-        """Nothing was queued before now: the next frame is our heartbeat's reply."""
-        await self.heartbeat()
-
-
-@asynccontextmanager
-async def peer(emu: Emulator, key: str, query: str = "vsn=2.0.0") -> AsyncIterator[Peer]:
-    async with connect(f"{emu.ws_url}?{query}", additional_headers={"x-api-key": key}) as ws:
-        yield Peer(ws)
 
 
 async def _refusal(emu: Emulator, key: str | None, query: str) -> InvalidStatus:
@@ -311,3 +263,62 @@ async def test_real_sdk_agent_with_reject_policy_is_refused_while_another_runs(
         with pytest.raises(AgentAlreadyRunningError):
             await sdk_agent.start()
         await holder.heartbeat()  # the holder was not disturbed
+
+
+OK = {"status": "ok", "response": {}}
+
+
+async def _drain(p: Peer) -> list[Frame]:
+    """Every frame queued for `p` before now (a heartbeat's reply marks the end)."""
+    ref = await p.send(None, "phoenix", "heartbeat")
+    frames = []
+    while (frame := await p.recv())[1:4] != [ref, "phoenix", "phx_reply"]:
+        frames.append(frame)
+    return frames
+
+
+@pytest.mark.parametrize("remover", ["owner agent", "user"])
+async def test_a_removed_agent_gets_nothing_more_from_that_room(
+    remover: str, emu: Emulator, human: AsyncRestClient
+) -> None:
+    owner, gone, newcomer = [await register(human, n) for n in ("Owner", "Gone", "New")]
+    async with raw_client(emu.rest_url, owner.key) as as_owner:
+        made = await as_owner.post("/api/v1/agent/chats", json={"chat": {"title": "r"}})
+        room = made.json()["data"]["id"]
+        people = f"/api/v1/agent/chats/{room}/participants"
+        added = await as_owner.post(people, json={"participant": {"participant_id": gone.id}})
+        assert added.status_code == 201, added.text
+        topics = (f"chat_room:{room}", f"room_participants:{room}")
+        async with peer(emu, gone.key) as b, peer(emu, owner.key) as a:
+            joined = {topic: (await b.join(topic))[0] for topic in topics}
+            await a.join(f"room_participants:{room}")
+            if remover == "user":
+                await human.human_api_participants.remove_my_chat_participant(
+                    chat_id=room, id=gone.id
+                )
+            else:
+                removed = await as_owner.delete(f"{people}/{gone.id}")
+                assert removed.status_code == 200, removed.text
+            # It hears of its own removal, and that is the last it hears of the room.
+            assert [(f[2], f[3]) for f in await _drain(b)] == [(topics[1], "participant_removed")]
+
+            # The room goes on: a newcomer joins, a message is posted, it is renamed.
+            again = await as_owner.post(
+                people, json={"participant": {"participant_id": newcomer.id}}
+            )
+            assert again.status_code == 201, again.text
+            post = {"message": {"content": "@New hi", "mentions": [{"id": newcomer.id}]}}
+            sent = await as_owner.post(f"/api/v1/agent/chats/{room}/messages", json=post)
+            assert sent.status_code == 201, sent.text
+            renamed = await as_owner.patch(
+                f"/api/v1/agent/chats/{room}", json={"chat": {"title": "s"}}
+            )
+            assert renamed.status_code == 200, renamed.text
+            heard = [f[3] for f in await _drain(a)]  # the room's pushes did go out
+            assert heard == ["participant_removed", "participant_added"]
+            assert [f for f in await _drain(b) if f[2] in topics] == []
+            for topic in topics:  # its leave is answered; it cannot come back on its own
+                ref = await b.send(joined[topic], topic, "phx_leave")
+                assert await b.recv() == [joined[topic], ref, topic, "phx_reply", OK]
+                _, reply = await b.join(topic)
+                assert reply[4] == {"status": "error", "response": {"reason": "unauthorized"}}

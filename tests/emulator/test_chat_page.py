@@ -18,13 +18,13 @@ from tests.emulator.support import (
     add,
     chromium,
     create_room,
-    eventually,
     login_link,
     raw_client,
     register,
 )
+from tests.support.wait import until
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 WAIT_MS = 30_000
 
 
@@ -48,7 +48,7 @@ async def test_mention_a_running_echo_agent_and_see_its_reply(
     room = await create_room(human, "Chat room")
     await add(human, room, echo.id)
     process = echo_agents(echo, emu.rest_url, emu.ws_url)
-    await eventually(_in_room(emu, echo.id, room), timeout=60, what="echo agent in the room")
+    await until(_in_room(emu, echo.id, room), timeout=60, what="echo agent in the room")
     async with chromium() as browser:
         page = await browser.new_page()
         await page.goto(await login_link(emu.rest_url))

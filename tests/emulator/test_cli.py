@@ -19,8 +19,6 @@ from websockets.asyncio.client import connect
 
 from tests.emulator.support import REPO_ROOT, USER_KEY, EmulatorProcess
 
-pytestmark = pytest.mark.slow
-
 
 def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

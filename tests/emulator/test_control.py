@@ -8,9 +8,16 @@ import pytest
 from band.client.rest import AsyncRestClient
 
 from bandkit.emulator.server import Emulator
-from tests.emulator.support import USER_KEY, add, create_room, mention, raw_client, register
-from tests.emulator.test_channels import peer
-from tests.emulator.test_rest_human import assert_error
+from tests.emulator.support import (
+    USER_KEY,
+    add,
+    assert_error,
+    create_room,
+    mention,
+    peer,
+    raw_client,
+    register,
+)
 
 CONTROL_ROUTES = [
     ("GET", "/_emulator/health"),

@@ -23,13 +23,11 @@ from tests.emulator.support import (
     Seen,
     add,
     create_room,
-    eventually,
     human_client,
     mention,
     register,
 )
-
-pytestmark = pytest.mark.slow
+from tests.support.wait import until
 
 
 def _online(emu: Emulator, agent_id: str) -> Callable[[], bool]:
@@ -54,7 +52,7 @@ async def _assert_round_trip(
     reply = await obs.wait_reply(text)
     assert reply.payload.sender_id == agent_id
     assert reply.payload.sender_type == "Agent"
-    await eventually(
+    await until(
         lambda: "processed" in obs.status_of(message_id, agent_id),
         timeout=15,
         what="processed status",
@@ -89,7 +87,7 @@ async def test_agent_added_before_start_answers(
     async with Observer(emu.ws_url) as obs:
         await obs.watch(room)
         process = echo_agents(agent, emu.rest_url, emu.ws_url)
-        await eventually(_online(emu, agent.id), timeout=60, what="agent online")
+        await until(_online(emu, agent.id), timeout=60, what="agent online")
         message_id = await mention(human, room, agent, "hello before")
         await _assert_round_trip(obs, human, room, agent.id, message_id, "hello before")
     _assert_clean(process)
@@ -101,7 +99,7 @@ async def test_agent_added_after_start_answers(
     agent = await register(human)
     room = await create_room(human)
     process = echo_agents(agent, emu.rest_url, emu.ws_url)
-    await eventually(_online(emu, agent.id), timeout=60, what="agent online")
+    await until(_online(emu, agent.id), timeout=60, what="agent online")
     async with Observer(emu.ws_url) as obs:
         await obs.watch(room)
         await add(human, room, agent.id)
@@ -111,7 +109,7 @@ async def test_agent_added_after_start_answers(
             sock = emu.platform.broker.agent_sockets.get(agent.id)
             return sock is not None and f"chat_room:{room}" in sock.topics
 
-        await eventually(joined, timeout=20, what="agent joined the room after room_added")
+        await until(joined, timeout=20, what="agent joined the room after room_added")
         message_id = await mention(human, room, agent, "hello after")
         await _assert_round_trip(obs, human, room, agent.id, message_id, "hello after")
     _assert_clean(process)
@@ -158,11 +156,11 @@ async def test_a_newer_connection_supersedes_the_running_agent(
 ) -> None:
     agent = await register(human)
     process = echo_agents(agent, emu.rest_url, emu.ws_url)
-    await eventually(_online(emu, agent.id), timeout=60, what="agent online")
+    await until(_online(emu, agent.id), timeout=60, what="agent online")
     headers = {"x-api-key": agent.key}
     async with connect(f"{emu.ws_url}?vsn=2.0.0&agent_id={agent.id}", additional_headers=headers):
         assert process.proc is not None
-        await eventually(
+        await until(
             lambda: process.proc is not None and process.proc.poll() is not None,
             timeout=30,
             what="the superseded agent to stop",

@@ -11,7 +11,6 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from band.client.rest import AsyncRestClient
 
 from bandkit.emulator.server import Emulator
@@ -22,14 +21,12 @@ from tests.emulator.support import (
     EmulatorProcess,
     add,
     create_room,
-    eventually,
     human_client,
     mention,
     raw_client,
     register,
 )
-
-pytestmark = pytest.mark.slow
+from tests.support.wait import until
 
 
 def _online(emu: Emulator, agent_id: str) -> Callable[[], bool]:
@@ -53,19 +50,19 @@ async def test_dropped_sockets_message_answered_after_reconnect(
     room = await create_room(human)
     await add(human, room, agent.id)
     process = echo_agents(agent, emu.rest_url, emu.ws_url)
-    await eventually(_online(emu, agent.id), timeout=60, what="agent online")
+    await until(_online(emu, agent.id), timeout=60, what="agent online")
     async with raw_client(emu.rest_url) as control:
         response = await control.post("/_emulator/faults/drop")
     assert response.status_code == 200
     assert response.json()["data"]["dropped"] >= 1
     assert emu.platform is not None
-    await eventually(
+    await until(
         lambda: not emu.platform.broker.is_online(agent.id),  # type: ignore[union-attr]
         timeout=5,
         what="server noticing the cut",
     )
     await mention(human, room, agent, "sent while cut off")
-    await eventually(
+    await until(
         lambda: _replied(human, room, "sent while cut off"), timeout=30, what="reply after cut"
     )
     assert "Traceback" not in process.log()
@@ -80,11 +77,11 @@ async def test_frozen_agent_dropped_by_keepalive_then_answers(
     room = await create_room(human)
     await add(human, room, agent.id)
     process = echo_agents(agent, emu.rest_url, emu.ws_url)
-    await eventually(_online(emu, agent.id), timeout=60, what="agent online")
+    await until(_online(emu, agent.id), timeout=60, what="agent online")
     process.signal(signal.SIGSTOP)
     try:
         assert emu.platform is not None
-        await eventually(
+        await until(
             lambda: not emu.platform.broker.is_online(agent.id),  # type: ignore[union-attr]
             timeout=10,
             what="keepalive dropping the frozen agent",
@@ -93,7 +90,7 @@ async def test_frozen_agent_dropped_by_keepalive_then_answers(
         assert not await _replied(human, room, "sent while frozen")
     finally:
         process.signal(signal.SIGCONT)
-    await eventually(
+    await until(
         lambda: _replied(human, room, "sent while frozen"), timeout=60, what="reply after thaw"
     )
 
@@ -119,9 +116,9 @@ async def test_emulator_restart_from_state_file_keeps_agent_working(
                 health = (await c.get("/_emulator/health")).json()["data"]
             return agent.id in health["online_agents"]
 
-        await eventually(online, timeout=60, what="agent online")
+        await until(online, timeout=60, what="agent online")
         await mention(human, room, agent, "before restart")
-        await eventually(lambda: _replied(human, room, "before restart"), timeout=30, what="reply")
+        await until(lambda: _replied(human, room, "before restart"), timeout=30, what="reply")
 
         async def settled() -> bool:  # the agent marks it processed after replying
             async with raw_client(first.rest_url, agent.key) as c:
@@ -131,7 +128,7 @@ async def test_emulator_restart_from_state_file_keeps_agent_working(
         # Stopping between the reply and `processed` would replay the message after the
         # restart, and the SDK skips a message it has handled without settling it, so
         # /next would keep answering that one (seen in CI under load).
-        await eventually(settled, timeout=30, what="message settled before the restart")
+        await until(settled, timeout=30, what="message settled before the restart")
     finally:
         assert await first.stop() == 0
     assert agent.key not in state_file.read_text()  # only digests are stored
@@ -150,7 +147,7 @@ async def test_emulator_restart_from_state_file_keeps_agent_working(
         async with raw_client(second.rest_url) as c:
             resumed = await c.post("/_emulator/faults/resume")
         assert resumed.status_code == 200, resumed.text
-        await eventually(
+        await until(
             lambda: _replied(human, room, "after restart"), timeout=120, what="reply after restart"
         )
     finally:

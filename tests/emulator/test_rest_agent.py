@@ -13,16 +13,17 @@ from band_rest.types import ChatMessageRequestMentionsItem
 
 from bandkit.emulator.server import Emulator
 from tests.emulator.support import (
+    ROOM,
     USER_KEY,
     Registered,
     add,
+    assert_error,
     assert_refuses_wrong_keys,
     create_room,
     mention,
     raw_client,
     register,
 )
-from tests.emulator.test_rest_human import ROOM, assert_error
 
 AGENT_ROUTES = [
     ("GET", "/api/v1/agent/me"),

@@ -8,11 +8,13 @@ Fern `band_rest` agent client; pushes are read on raw sockets and run through
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from band.client.rest import AsyncRestClient
+from band.client.streaming import WebSocketClient
 from band.runtime.tools import AgentTools
 from band_rest import ChatRoomRequest, ParticipantRequest, RenameAgentChatRequestChat
 from band_rest.errors import ForbiddenError, NotFoundError
@@ -21,19 +23,22 @@ from band_sdk_core import validate_event_payload
 from bandkit.emulator.server import Emulator
 from tests.emulator.conftest import StartEmulator
 from tests.emulator.support import (
+    ROOM,
     USER_KEY,
     AgentProcess,
+    Frame,
     Registered,
     add,
+    assert_error,
     assert_refuses_wrong_keys,
     create_room,
-    eventually,
     human_client,
+    mention,
+    peer,
     raw_client,
     register,
 )
-from tests.emulator.test_channels import Frame, peer
-from tests.emulator.test_rest_human import ROOM, assert_error
+from tests.support.wait import until
 
 ROUTES = [
     ("POST", "/api/v1/agent/chats"),
@@ -270,7 +275,6 @@ async def test_agent_rooms_survive_a_restart(tmp_path: Path, start_emulator: Sta
     assert chat.data.title == "kept"
 
 
-@pytest.mark.slow
 async def test_running_sdk_agent_invited_by_a_peer_answers_there(
     emu: Emulator, human: AsyncRestClient, echo_agents: Callable[..., AgentProcess]
 ) -> None:
@@ -284,11 +288,11 @@ async def test_running_sdk_agent_invited_by_a_peer_answers_there(
         sock = emu.platform.broker.agent_sockets.get(echo.id)
         return sock is not None and f"agent_rooms:{echo.id}" in sock.topics
 
-    await eventually(online, timeout=60, what="the echo agent to join agent_rooms")
+    await until(online, timeout=60, what="the echo agent to join agent_rooms")
     room = await tools(emu, planner).create_chatroom()
     planner_tools = tools(emu, planner, room)
     await planner_tools.add_participant("echo-bot")
-    await eventually(
+    await until(
         lambda: (
             f"chat_room:{room}" in emu.platform.broker.agent_sockets[echo.id].topics
             if emu.platform is not None
@@ -306,7 +310,7 @@ async def test_running_sdk_agent_invited_by_a_peer_answers_there(
             m.sender_id == echo.id and "ping from a peer" in (m.content or "") for m in context.data
         )
 
-    await eventually(replied, timeout=30, what="the echo agent's reply in the peer's room")
+    await until(replied, timeout=30, what="the echo agent's reply in the peer's room")
     assert process.proc is not None
     assert process.proc.poll() is None
     log = process.log()
@@ -327,3 +331,39 @@ async def test_unimplemented_agent_paths_are_logged_per_request_as_templates(
             assert_error(missing, 404, "not_found")
     lines = [r.getMessage() for r in caplog.records if "UNHANDLED" in r.getMessage()]
     assert lines == ["UNHANDLED GET /api/v1/agent/chats/{id}/files"] * 2
+
+
+async def test_a_removed_sdk_agent_hears_nothing_more_of_the_room_and_leaves_cleanly(
+    emu: Emulator, human: AsyncRestClient
+) -> None:
+    """The SDK's own client, removed from a room: it hears of its removal and nothing
+    after it (a newcomer, a message), and the channel leaves the SDK makes on
+    `room_removed` still succeed."""
+    gone, newcomer = await register(human, "Gone"), await register(human, "New")
+    room, later = await create_room(human), await create_room(human, "later")
+    await add(human, room, gone.id)
+    heard: list[tuple[str, str]] = []
+
+    def record(kind: str) -> Callable[[Any], Awaitable[None]]:
+        async def callback(payload: Any) -> None:
+            heard.append((kind, str(payload.id)))
+
+        return callback
+
+    client = WebSocketClient(emu.ws_url, gone.key, agent_id=gone.id)
+    await client.__aenter__()
+    try:
+        await client.join_room_participants_channel(room, record("added"), record("removed"))
+        await client.join_chat_room_channel(room, record("message"), record("updated"))
+        await client.join_agent_rooms_channel(gone.id, record("room"), record("room_gone"))
+        await human.human_api_participants.remove_my_chat_participant(chat_id=room, id=gone.id)
+        await until(lambda: ("room_gone", room) in heard, what="its removal")
+        await add(human, room, newcomer.id)
+        await mention(human, room, Registered(newcomer.id, newcomer.key, "New"), "hello")
+        await add(human, later, gone.id)  # a push it does get, queued after the others
+        await until(lambda: ("room", later) in heard, what="the later room")
+        assert heard == [("removed", gone.id), ("room_gone", room), ("room", later)]
+        await client.leave_room_participants_channel(room)  # no "topic not subscribed"
+        await client.leave_chat_room_channel(room)
+    finally:
+        await client.__aexit__(None, None, None)

@@ -9,12 +9,12 @@ from band_rest.errors import ForbiddenError, NotFoundError
 from bandkit.emulator.server import Emulator
 from tests.emulator.support import (
     USER_KEY,
+    assert_error,
     assert_refuses_wrong_keys,
     mention,
     raw_client,
     seat,
 )
-from tests.emulator.test_rest_human import assert_error
 
 pytestmark = pytest.mark.usefixtures("no_unhandled")
 

@@ -13,14 +13,15 @@ from bandkit.emulator import rest_files
 from bandkit.emulator.server import Emulator
 from tests.emulator.conftest import StartEmulator
 from tests.emulator.support import (
+    ROOM,
     USER_KEY,
+    assert_error,
     assert_refuses_wrong_keys,
     human_client,
     raw_client,
     seat,
     with_participants,
 )
-from tests.emulator.test_rest_human import ROOM, assert_error
 
 pytestmark = pytest.mark.usefixtures("no_unhandled")
 

@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-import httpx
 import pytest
 from band.client.rest import AsyncRestClient
 from band_rest import ChatMessageRequest
@@ -15,9 +13,16 @@ from band_rest.types import ChatMessageRequestMentionsItem
 
 from bandkit.emulator.api import route_template
 from bandkit.emulator.server import Emulator
-from tests.emulator.support import add, assert_refuses_wrong_keys, create_room, raw_client, register
+from tests.emulator.support import (
+    ROOM,
+    add,
+    assert_error,
+    assert_refuses_wrong_keys,
+    create_room,
+    raw_client,
+    register,
+)
 
-ROOM = "00000000-0000-0000-0000-000000000001"
 HUMAN_ROUTES = [
     ("POST", "/api/v1/me/agents/register"),
     ("GET", "/api/v1/me/agents"),
@@ -38,17 +43,6 @@ HUMAN_ROUTES = [
     ("POST", "/api/v1/me/agents/bulk-delete"),
     ("GET", f"/api/v1/me/bulk-deletions/{ROOM}"),
 ]
-
-
-def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert error["code"] == code
-    assert isinstance(error["message"], str)
-    assert error["message"]
-    assert isinstance(error["request_id"], str)
-    assert error["request_id"]
-    return dict(error)
 
 
 @pytest.mark.parametrize(("method", "path"), HUMAN_ROUTES)

@@ -11,13 +11,14 @@ from band_rest.errors import NotFoundError, UnprocessableEntityError
 
 from bandkit.emulator.server import Emulator
 from tests.emulator.support import (
+    ROOM,
     USER_KEY,
+    assert_error,
     assert_refuses_wrong_keys,
     create_room,
     raw_client,
     seat,
 )
-from tests.emulator.test_rest_human import ROOM, assert_error
 
 pytestmark = pytest.mark.usefixtures("no_unhandled")
 

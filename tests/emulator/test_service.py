@@ -9,11 +9,9 @@ import sys
 from pathlib import Path
 
 import httpx
-import pytest
 
+from bandkit import processes
 from tests.emulator.support import REPO_ROOT, token_of
-
-pytestmark = pytest.mark.slow
 
 
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:
@@ -25,15 +23,6 @@ def invoke(*args: str) -> subprocess.CompletedProcess[str]:
         cwd=REPO_ROOT,
         check=False,
     )
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie left for an init that does not reap counts as gone)."""
-    try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat_line.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_up_status_logs_down(tmp_path: Path) -> None:
@@ -83,7 +72,7 @@ def test_up_status_logs_down(tmp_path: Path) -> None:
     assert stopped.returncode == 0
     assert f"stopped pid {record['pid']}" in stopped.stdout
     assert not (run_dir / "platform.json").exists()
-    assert not _alive(record["pid"])
+    assert not processes.alive(record["pid"])  # a zombie counts as gone
     assert "not running" in invoke("platform.status", "--run-dir", str(run_dir)).stdout
     assert "no run file" in invoke("platform.down", "--run-dir", str(run_dir)).stdout
 

@@ -1,4 +1,10 @@
-"""Helpers to run the sbx simulator (`tests/fakes/sbx`) from tests."""
+"""Helpers to run the sbx simulator (`tests/fakes/sbx`) from tests.
+
+A simulator's environment has the stand-in docker CLI (`tests/fakes/dockerbin`) first on
+PATH: what the sbx runtime would `docker save` into sbx is what a test registers with
+`docker_archive.FakeDocker` (none by default), never this host's images (a built
+`band-python-kit:local` would otherwise be saved, 390 MB, into every simulated sbx).
+"""
 
 from __future__ import annotations
 
@@ -14,10 +20,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bandkit import processes
+
 FAKES = Path(__file__).resolve().parent
 SBX = FAKES / "sbx"
 IDLE_ENV = "SBX_SIM_IDLE_S"  # 0.43+: seconds before an unattached sandbox stops
 WATCHER_ENV = "SBX_SIM_WATCHER"
+REQUIRE_TEMPLATES = "SBX_SIM_REQUIRE_TEMPLATES"  # 1: create refuses an image not loaded
 
 
 @dataclass
@@ -58,9 +67,21 @@ class Sim:
         return "\n".join(parts)
 
 
-def sim_env(state: Path, version: str | None = None, idle_s: float | None = None) -> dict[str, str]:
+def sim_env(
+    state: Path,
+    version: str | None = None,
+    idle_s: float | None = None,
+    *,
+    require_templates: bool = False,
+) -> dict[str, str]:
     env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(FAKES), str(Path(sys.executable).parent), env["PATH"]])
+    env.pop(REQUIRE_TEMPLATES, None)
+    if require_templates:
+        env[REQUIRE_TEMPLATES] = "1"
+    env["PATH"] = os.pathsep.join(
+        [str(FAKES), str(FAKES / "dockerbin"), str(Path(sys.executable).parent), env["PATH"]]
+    )
+    env.pop("FAKE_DOCKER_DIR", None)  # no images unless the test registers some
     env["SBX_SIM_STATE"] = str(state)
     if version:
         env["SBX_SIM_VERSION"] = version
@@ -76,25 +97,21 @@ def sim_env(state: Path, version: str | None = None, idle_s: float | None = None
 def watchers(state: Path) -> list[int]:
     """Pids of the simulator's idle watchers for `state` (its stand-in daemon)."""
     wanted = f"{WATCHER_ENV}={state}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if wanted in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    return processes.scan(lambda p: wanted in p.environ)
 
 
 @contextmanager
-def simulator(version: str | None = None, *, idle_s: float | None = None) -> Iterator[Sim]:
+def simulator(
+    version: str | None = None, *, idle_s: float | None = None, require_templates: bool = False
+) -> Iterator[Sim]:
     """A fresh simulator with world-readable dirs under /tmp (the agent uid must read them);
-    `idle_s`: the 0.43+ idle auto-stop (default: the simulator's 75 s)."""
+    `idle_s`: the 0.43+ idle auto-stop (default: the simulator's 75 s); `require_templates`:
+    create refuses an image that is neither loaded nor pinned by digest."""
     scratch = Path(tempfile.mkdtemp(prefix="sbxsim-", dir="/tmp"))
-    os.chmod(scratch, 0o755)  # noqa: S103 - uid 1000 runs sandbox commands in here
+    os.chmod(scratch, 0o755)  # noqa: S103 - box uids run sandbox commands in here
     state = scratch / "state"
-    sim = Sim(state=state, scratch=scratch, env=sim_env(state, version, idle_s))
+    env = sim_env(state, version, idle_s, require_templates=require_templates)
+    sim = Sim(state=state, scratch=scratch, env=env)
     try:
         yield sim
     finally:
@@ -104,7 +121,10 @@ def simulator(version: str | None = None, *, idle_s: float | None = None) -> Ite
             from bandkit.runtimes import hostbox
 
             for vm in (sim.state / "vms").glob("*"):  # whatever a failed test left running
-                hostbox.stop(vm, grace_s=5)
+                if vm.is_dir() and not vm.name.startswith("."):  # not the shared SDK home
+                    uid = hostbox.known_uid(vm)
+                    hostbox.stop(vm, uid=uid, grace_s=5)
+                    hostbox.release_uid(vm, uid)
             for pid in watchers(sim.state):  # they exit once their sandbox is gone
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.fakes.simharness import Sim, simulator
+from tests.fakes.docker_archive import write_archive
+from tests.fakes.simharness import REQUIRE_TEMPLATES, Sim, simulator
 
 CANARY = "canary-sk-sim-5a9c0e2f7b"
 
@@ -445,6 +448,7 @@ def test_kit_validate_error_for_missing_path_and_oci(sim: Sim) -> None:
 # 1.1 / 1.4 kit spec shapes by version ----------------------------------------------------
 
 KIT_DIR = Path(__file__).resolve().parents[2] / "docker" / "band_python_kit"
+CURRENT_FILE, LEGACY_FILE = "spec.yaml", "sbx-below-0.42.1/spec.yaml"
 
 
 def _repo_kit(sim: Sim, shape_file: str) -> Path:
@@ -452,19 +456,46 @@ def _repo_kit(sim: Sim, shape_file: str) -> Path:
 
 
 def test_kit_validate_035_takes_the_legacy_shape_and_refuses_the_current(sim: Sim) -> None:
-    legacy = sim("kit", "validate", str(_repo_kit(sim, "spec.yaml")))
+    legacy = sim("kit", "validate", str(KIT_DIR / "sbx-below-0.42.1"))
     assert (legacy.returncode, legacy.stdout.split(":")[0]) == (0, "PASS"), legacy.stderr
-    current = sim("kit", "validate", str(_repo_kit(sim, "spec-current.yaml")))
+    current = sim("kit", "validate", str(KIT_DIR))
     assert current.returncode == 1
     assert current.stderr.strip() == "INVALID: field permissions not found in type spec"
 
 
 def test_kit_validate_047_takes_the_current_shape_and_refuses_the_legacy(sim47: Sim) -> None:
-    current = sim47("kit", "validate", str(_repo_kit(sim47, "spec-current.yaml")))
+    current = sim47("kit", "validate", str(KIT_DIR))  # the repo's kit directory, as it is
     assert (current.returncode, current.stdout.split(":")[0]) == (0, "PASS"), current.stderr
-    legacy = sim47("kit", "validate", str(_repo_kit(sim47, "spec.yaml")))
+    legacy = sim47("kit", "validate", str(KIT_DIR / "sbx-below-0.42.1"))
     assert legacy.returncode == 1
     assert legacy.stderr.strip() == "INVALID: field caps not found in type spec.specFileV2"
+
+
+def _agent_workspace(sim: Sim) -> str:
+    """A workspace a kit's agent starts in (it exits at once: no agent id)."""
+    ws = sim.workspace()
+    (ws / "band.yaml").write_text('schemaVersion: "1"\n')
+    return str(ws)
+
+
+def test_create_decodes_strictly_on_035_too(sim: Sim) -> None:
+    ws = _agent_workspace(sim)
+    refused = sim("create", "--name", "k1", "--kit", str(KIT_DIR), "band-python-kit", ws)
+    assert refused.returncode == 1
+    assert "field permissions not found in type spec" in refused.stderr
+    legacy = str(KIT_DIR / "sbx-below-0.42.1")
+    sim("create", "--name", "k2", "--kit", legacy, "band-python-kit", ws, check=True)
+
+
+def test_published_kit_tags_carry_the_shape_their_name_says(sim: Sim, sim47: Sim) -> None:
+    ref = "docker.io/bandhq/band-python-kit:1.2.0"
+    for s, good, bad in (
+        (sim, f"{ref}-sbx-below-0.42.1", ref),
+        (sim47, ref, f"{ref}-sbx-below-0.42.1"),
+    ):
+        ws = _agent_workspace(s)
+        assert s("create", "--name", "bad", "--kit", bad, "band-python-kit", ws).returncode == 1
+        s("create", "--name", "good", "--kit", good, "band-python-kit", ws, check=True)
 
 
 def test_kit_validate_047_refuses_each_legacy_key() -> None:
@@ -484,7 +515,7 @@ def test_kit_validate_047_refuses_each_legacy_key() -> None:
 
 def test_kit_validate_between_038_and_042_takes_both_shapes() -> None:
     with simulator("0.41.0") as s:
-        for shape_file in ("spec.yaml", "spec-current.yaml"):
+        for shape_file in (CURRENT_FILE, LEGACY_FILE):
             result = s("kit", "validate", str(_repo_kit(s, shape_file)))
             assert result.returncode == 0, (shape_file, result.stderr)
 
@@ -499,6 +530,82 @@ def test_kit_validate_current_entrypoint_must_be_an_argv(sim47: Sim) -> None:
     assert (
         result.stderr.strip() == "INVALID: sandbox.entrypoint must be a non-empty list of strings"
     )
+
+
+# 1.2 template load / ls / rm ------------------------------------------------------------
+
+
+def _templates(sim: Sim) -> list[dict[str, object]]:
+    images: list[dict[str, object]] = json.loads(sim("template", "ls", "--json").stdout)["images"]
+    return images
+
+
+def test_template_load_takes_only_an_image_archive(sim: Sim) -> None:
+    junk = sim.scratch / "junk.tar"
+    junk.write_bytes(b"not a tar at all" * 64)
+    refused = sim("template", "load", str(junk))
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("ERROR: loading template: not an image archive")
+    plain = sim.scratch / "plain.tar"
+    with tarfile.open(plain, "w") as tar:  # a tar, but not what `docker save` writes
+        tar.add(str(junk), arcname="junk")
+    assert "no manifest.json" in sim("template", "load", str(plain)).stderr
+    assert _templates(sim) == []
+
+
+def test_template_load_lists_the_tag_with_its_config_digest(sim: Sim) -> None:
+    archive = sim.scratch / "kit.tar"
+    image_id = write_archive("band-python-kit:local", archive)
+    with archive.open("rb") as fh:  # `docker save IMG | sbx template load /dev/stdin`
+        loaded = subprocess.run(
+            ["sbx", "template", "load", "/dev/stdin"], stdin=fh, env=sim.env,
+            capture_output=True, text=True, check=False, timeout=30,
+        )  # fmt: skip
+    assert loaded.returncode == 0, loaded.stderr
+    (entry,) = _templates(sim)
+    assert (entry["repository"], entry["tag"]) == ("docker.io/library/band-python-kit", "local")
+    assert entry["id"] == image_id.removeprefix("sha256:")[:12]  # the short form
+    rebuilt = sim.scratch / "kit2.tar"
+    new_id = write_archive("band-python-kit:local", rebuilt, payload=b"rebuilt")
+    sim("template", "load", str(rebuilt), check=True)
+    (entry,) = _templates(sim)  # the tag moved to the image loaded last
+    assert entry["id"] == new_id.removeprefix("sha256:")[:12]
+    assert "SANDBOX" not in sim("template", "ls").stdout
+    assert "docker.io/library/band-python-kit" in sim("template", "ls").stdout
+
+
+def test_template_rm_by_tag_refuses_while_a_sandbox_uses_it(sim47: Sim) -> None:
+    archive = sim47.scratch / "kit.tar"
+    write_archive("band-python-kit:local", archive)
+    sim47("template", "load", str(archive), check=True)
+    kit = _kit(sim47, (KIT_DIR / CURRENT_FILE).read_text())
+    sim47("create", "--name", "uses", "--kit", str(kit), "band-python-kit", str(kit), check=True)
+    busy = sim47("template", "rm", "band-python-kit:local")
+    assert (busy.returncode, busy.stderr.strip()) == (
+        1,
+        "ERROR: template band-python-kit:local is in use by sandbox uses",
+    )
+    sim47("rm", "-f", "uses", check=True)
+    sim47("template", "rm", "band-python-kit:local", check=True)
+    assert _templates(sim47) == []
+    gone = sim47("template", "rm", "band-python-kit:local")
+    assert (gone.returncode, gone.stderr.strip()) == (
+        1,
+        "ERROR: template band-python-kit:local not found",
+    )
+
+
+def test_create_can_require_a_loaded_image(sim47: Sim) -> None:
+    sim47.env[REQUIRE_TEMPLATES] = "1"
+    kit = _kit(sim47, (KIT_DIR / CURRENT_FILE).read_text())
+    argv = ("create", "--name", "k", "--kit", str(kit), "band-python-kit", str(kit))
+    refused = sim47(*argv)
+    assert refused.returncode == 1
+    assert 'pull failed for image "band-python-kit:local"' in refused.stderr
+    archive = sim47.scratch / "kit.tar"
+    write_archive("band-python-kit:local", archive)
+    sim47("template", "load", str(archive), check=True)
+    sim47(*argv, check=True)
 
 
 # 1.2 daemon ----------------------------------------------------------------------------

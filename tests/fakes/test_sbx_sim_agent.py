@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bandkit.runtimes import hostbox, processes
+from bandkit import processes
+from bandkit.runtimes import hostbox
 from tests.fakes.simharness import Sim, simulator
 from tests.runtimes.helpers import Platform, echo_workspace, emulator, make_kit, scratch_dir
 
@@ -23,21 +24,13 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
         yield p
 
 
-@pytest.fixture(scope="module")
-def agent_sdk() -> Iterator[None]:
-    from tests.runtimes.helpers import agent_sdk_env
-
-    with agent_sdk_env():
-        yield
-
-
 def vm_tag(sim: Sim, name: str) -> str:
     """The process tag of the sandbox's box (the simulator keeps it under vms/<id>)."""
     box_id = json.loads(sim("ls", "--json").stdout)["sandboxes"][0]["id"]
     return hostbox.box_tag(sim.state / "vms" / box_id)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e  # a restart drill: the simulated daemon restarted under a real agent
 def test_daemon_restart_and_run_bring_the_agent_back(platform: Platform, agent_sdk: None) -> None:
     scratch = scratch_dir("sim-agent-")
     agent_id, key = platform.register("sim-daemon")
@@ -66,11 +59,12 @@ def test_daemon_restart_and_run_bring_the_agent_back(platform: Platform, agent_s
                 "--name",
                 "box",
                 "--kit",
-                str(
+                str(  # 0.35: the kit's legacy directory
                     make_kit(
                         scratch,
                         {"BAND_REST_URL": platform.rest_url, "BAND_WS_URL": platform.ws_url},
                     )
+                    / "sbx-below-0.42.1"
                 ),
                 "band-python-kit",
                 str(ws),

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import termios
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,18 +21,10 @@ import yaml
 
 from bandkit.kit import spec_source
 from tests.fakes.simharness import Sim, simulator, watchers
+from tests.support.wait import wait_for
 
 IDLE_S = 1.5
-
-
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> float:
-    """Seconds until `check()` held; fails after `timeout`."""
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
-    return time.monotonic() - start
+POLL_S = 0.05  # how often the waits below look
 
 
 def status(sim: Sim, name: str) -> str:
@@ -83,23 +75,25 @@ def test_an_unattached_sandbox_stops_after_the_idle_time(sim47: Sim) -> None:
     started = time.monotonic()
     sim47("create", "--name", "idle", "shell", str(sim47.workspace()), check=True)
     assert status(sim47, "idle") == "running"
-    wait_for(lambda: status(sim47, "idle") == "stopped", IDLE_S + 10, "the idle stop")
+    wait_for(lambda: status(sim47, "idle") == "stopped", IDLE_S + 10, "the idle stop", POLL_S)
     assert time.monotonic() - started >= IDLE_S
     assert (
         "idle: no attached session for 1.5s, stopped" in (sim47.state / "autostop.log").read_text()
     )
-    wait_for(lambda: not watchers(sim47.state), 5, "the watcher to exit")
+    wait_for(lambda: not watchers(sim47.state), 5, "the watcher to exit", POLL_S)
 
 
 def test_an_attached_session_holds_it_running_and_a_killed_one_lets_it_stop(sim47: Sim) -> None:
     sim47("create", "--name", "held", "shell", str(sim47.workspace()), check=True)
     with attached(sim47, "held") as session:
-        wait_for(lambda: len(sessions(sim47, "held")) == 1, 10, "the session")
+        wait_for(lambda: len(sessions(sim47, "held")) == 1, 10, "the session", POLL_S)
         time.sleep(IDLE_S * 2)  # the property under test is "still running after idle"
         assert status(sim47, "held") == "running"
         session.send_signal(signal.SIGKILL)
         session.wait(timeout=10)
-        waited = wait_for(lambda: status(sim47, "held") == "stopped", IDLE_S + 10, "stop")
+        killed = time.monotonic()
+        wait_for(lambda: status(sim47, "held") == "stopped", IDLE_S + 10, "stop", POLL_S)
+        waited = time.monotonic() - killed
     assert waited >= IDLE_S - 0.3  # the idle clock starts when the session ends
 
 
@@ -107,11 +101,11 @@ def test_stop_and_rm_end_an_attached_session(sim47: Sim) -> None:
     ws = str(sim47.workspace())
     sim47("create", "--name", "ends", "shell", ws, check=True)
     with attached(sim47, "ends") as session:
-        wait_for(lambda: len(sessions(sim47, "ends")) == 1, 10, "the session")
+        wait_for(lambda: len(sessions(sim47, "ends")) == 1, 10, "the session", POLL_S)
         sim47("stop", "ends", check=True)
         assert session.wait(timeout=10) == 0
     with attached(sim47, "ends") as session:  # run --name starts a stopped sandbox
-        wait_for(lambda: status(sim47, "ends") == "running", 10, "the start")
+        wait_for(lambda: status(sim47, "ends") == "running", 10, "the start", POLL_S)
         sim47("rm", "-f", "ends", check=True)
         assert session.wait(timeout=10) == 0
 

@@ -36,7 +36,7 @@ SHA256: ed708deb96fe476a3bce4efa5c0538dfbcf717ab9a7c7944ba7260342c25899c
 
 
 def test_packages_index_gives_version_file_and_hash() -> None:
-    found = sidedocker_fetch.parse_packages(INDEX, sidedocker.PACKAGES)
+    found = sidedocker_fetch.parse_packages(INDEX, sidedocker_fetch.PACKAGES)
     assert set(found) == {"docker.io", "docker-buildx", "containerd"}
     assert found["docker-buildx"]["Version"] == "0.13.1+ds1-3"
     assert found["containerd"]["Filename"].endswith("containerd_1.7.24~ds1-6+deb13u1_amd64.deb")
@@ -46,7 +46,7 @@ def test_packages_index_gives_version_file_and_hash() -> None:
 def test_a_missing_package_is_named() -> None:
     without = INDEX.split("\n\nPackage: containerd")[0]
     with pytest.raises(sidedocker.SideDockerError, match="trixie has no containerd"):
-        sidedocker_fetch.parse_packages(without, sidedocker.PACKAGES)
+        sidedocker_fetch.parse_packages(without, sidedocker_fetch.PACKAGES)
 
 
 def test_daemon_config_never_touches_the_main_daemon_network() -> None:

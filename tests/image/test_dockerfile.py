@@ -12,6 +12,7 @@ from bandkit.dockercli import ImageError
 from bandkit.image import build as image_build
 from bandkit.image import facts as image_facts
 from bandkit.image.bases import python_tag, uv_tag
+from bandkit.runtimes.docker.identity import GID_ENV, GID_LABEL
 from launcher.constants import (
     AGENT_HOME,
     AGENT_UID,
@@ -54,7 +55,13 @@ def test_user_home_and_sdk_paths_match_the_launcher_constants() -> None:
     assert "ENV BAND_SDK_PYTHON=${BAND_SDK_HOME}/venv/bin/python" in text
     assert "ENV BAND_SDK_UV=${BAND_SDK_HOME}/bin/uv" in text
     entrypoint = (KIT / "entrypoint.sh").read_text()
-    assert f"--reuid={AGENT_UID} --regid={AGENT_UID}" in entrypoint
+    assert f'--reuid={AGENT_UID} --regid="$agent_gid"' in entrypoint
+    assert f'agent_gid="${{{GID_ENV}:-{AGENT_UID}}}"' in entrypoint  # the image's own group
+
+
+def test_the_image_says_its_entrypoint_takes_the_boxs_gid() -> None:
+    """The docker runtime refuses an image without this label (docker.identity)."""
+    assert f'LABEL {GID_LABEL}="1"' in runtime_stage()
 
 
 def test_size_and_speed_rules() -> None:

@@ -54,6 +54,6 @@ def test_unsupported_arch_is_refused() -> None:
 
 
 def test_bench_prints_one_skip_line_without_a_daemon(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(image_bench, "docker_answers", lambda: False)
+    monkeypatch.setattr(image_bench, "docker_ok", lambda: False)
     assert image_bench.run() == [image_bench.SKIP]
     assert "no Docker daemon answers" in image_bench.SKIP

@@ -11,7 +11,7 @@ from bandkit.runtimes.base import Runtime
 from bandkit.runtimes.local import LocalRuntime
 from bandkit.runtimes.sbx import SbxRuntime
 from tests.fakes.simharness import Sim, simulator
-from tests.runtimes.helpers import Platform, agent_sdk_env, emulator, scratch_dir
+from tests.runtimes.helpers import Platform, emulator, scratch_dir
 
 RuntimeFactory = Callable[[Path], Runtime]
 
@@ -20,12 +20,6 @@ RuntimeFactory = Callable[[Path], Runtime]
 def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     with emulator(Path(tmp_path_factory.mktemp("emulator"))) as p:
         yield p
-
-
-@pytest.fixture(scope="session")
-def agent_sdk() -> Iterator[None]:
-    with agent_sdk_env():
-        yield
 
 
 @pytest.fixture

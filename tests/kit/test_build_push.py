@@ -212,11 +212,11 @@ def test_the_newcomer_bench_without_a_daemon_skips_build_push_and_walks_local(
     from bandkit.bench import BENCHES, newcomer
 
     walked: list[str] = []
-    monkeypatch.setattr(newcomer, "docker_answers", lambda: False)
+    monkeypatch.setattr(newcomer, "docker_ok", lambda: False)
     monkeypatch.setattr(newcomer, "_first_agent", lambda rt: walked.append(rt) or [rt])
     assert newcomer.run() == [newcomer.SKIP, "local"]
     assert walked == ["local"]  # no docker walk without a daemon
-    assert BENCHES["newcomer"] == "newcomer"
+    assert BENCHES["newcomer"].module == "newcomer"
 
 
 def test_a_malformed_registry_names_where_it_came_from(tmp_path: Path) -> None:

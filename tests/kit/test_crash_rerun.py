@@ -93,7 +93,7 @@ def names(platform: Platform) -> list[str]:
     return [a["name"] for a in platform.agents()]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e  # a kill drill: a real provisioning process killed at each step
 @pytest.mark.parametrize(
     "step", ["before-register", "after-register", "after-write-id", "after-inject"]
 )

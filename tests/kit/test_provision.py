@@ -12,6 +12,7 @@ from bandkit.kit.band_yaml import read_agent_id, write_agent_id
 from bandkit.kit.provision import Decision, ProvisionError, ProvisionRequest, decide, provision
 from bandkit.manifest import Kind, Manifest
 from bandkit.runtimes.base import Runtime
+from bandkit.runtimes.local import LocalRuntime
 from tests.fakes.simharness import Sim
 from tests.kit.conftest import make_runtime, request_for
 from tests.runtimes.helpers import STARTER, Platform, echo_workspace
@@ -92,6 +93,12 @@ def test_four_cases_against_the_emulator(
         agent_id = run(platform, request_for(platform, ws, name), rt, m)
         assert read_agent_id(ws) == agent_id
         assert rt.has_secret(name, "127.0.0.1")
+        if isinstance(rt, LocalRuntime):  # the key goes to the agent API and socket only
+            [stored] = rt.secrets.of(name)
+            assert stored.scopes == (
+                f"{platform.rest_url}/api/v1/agent",
+                f"{platform.rest_url.replace('http:', 'ws:')}/api/v1/socket/websocket",
+            )
         assert agent_names(platform).count(name) == 1
         # both -> skip: same id, no second agent
         assert run(platform, request_for(platform, ws, name), rt, m) == agent_id
@@ -177,7 +184,7 @@ def test_secret_is_scoped_with_the_proxy_managed_placeholder(
         listed = json.loads(sim("secret", "ls", "--sandbox", name, "--json").stdout)
         rows = listed["custom_secrets"]
     else:
-        from bandkit.runtimes.sbx import parse_custom_table
+        from bandkit.runtimes.sbx.secrets import parse_custom_table
 
         rows = parse_custom_table(sim("secret", "ls", name).stdout)
     assert [(r["scope"], r["env"], r["placeholder"]) for r in rows] == [

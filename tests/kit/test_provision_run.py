@@ -54,7 +54,9 @@ def test_a_dead_local_platform_is_a_clear_error_not_a_dead_url(
     monkeypatch.delenv("BAND_REST_URL", raising=False)
     _record(tmp_path, tmp_path / "key", pid=4243)
     monkeypatch.setattr(service, "_is_our_emulator", lambda pid: False)
-    with pytest.raises(ProvisionError, match=r"not running; start it with `uv run invoke"):
+    with pytest.raises(
+        ProvisionError, match=r"not running; `uv run invoke platform.up` starts it again"
+    ):
         provision_run.choose_platform("", tmp_path)
 
 

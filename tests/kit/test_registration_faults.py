@@ -42,7 +42,6 @@ def names(platform: Platform) -> list[str]:
     return [a["name"] for a in platform.agents()]
 
 
-@pytest.mark.slow
 def test_timeout_then_confirmed_absent(platform: Platform, scratch: Path) -> None:
     faults = Faults(hold_register=True)
     with fault_proxy(platform.rest_url, faults) as url, Manifest.open(scratch / "m.json") as m:
@@ -61,7 +60,6 @@ def test_timeout_then_confirmed_absent(platform: Platform, scratch: Path) -> Non
     assert read_agent_id(scratch / "ws") != "replace-with-agent-id"
 
 
-@pytest.mark.slow
 def test_timeout_then_confirmed_present(platform: Platform, scratch: Path) -> None:
     faults = Faults(drop_register_answer=True)
     with fault_proxy(platform.rest_url, faults) as url, Manifest.open(scratch / "m.json") as m:
@@ -79,7 +77,6 @@ def test_timeout_then_confirmed_present(platform: Platform, scratch: Path) -> No
     assert read_agent_id(scratch / "ws") == "replace-with-agent-id"
 
 
-@pytest.mark.slow
 def test_timeout_then_unknown_and_rerun_is_refused(platform: Platform, scratch: Path) -> None:
     faults = Faults(hold_register=True, hold_all_after_register=True)
     with fault_proxy(platform.rest_url, faults) as url, Manifest.open(scratch / "m.json") as m:

@@ -69,7 +69,7 @@ def test_a_failure_is_reported_per_item_and_its_entry_kept(
         m.record(Kind.ROOM, room_key(unreachable, "rooms-bad"), url=unreachable, id="r-404")
         report = teardown(m, provision_run.platform_removers(key, m), redact=[key])
         assert [r.ref for r in report.removed] == [f"room:{platform.rest_url}#rooms-good"]
-        assert [(r.ref, "cannot reach" in msg) for r, msg in report.failed] == [
+        assert [(r.ref, "does not answer" in msg) for r, msg in report.failed] == [
             (f"room:{unreachable}#rooms-bad", True)
         ]
         assert not room_exists(platform, good)

@@ -1,4 +1,6 @@
-"""spec.yaml: schema checks, drift pins (launch shape, exact allowlist), digest stamping."""
+"""The kit spec in both shapes: schema checks, drift pins (launch shape, exact allowlist),
+digest stamping, the kit.validate / kit.stamp tasks. `LEGACY` is the legacy shape
+(sbx-below-0.42.1/spec.yaml), `SPEC` the current one (the kit directory's spec.yaml)."""
 
 from __future__ import annotations
 
@@ -8,22 +10,24 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bandkit.image.facts import SPEC
+from bandkit.image.facts import SPEC, SPEC_LEGACY
 from bandkit.kit import spec as kitspec
 from launcher.constants import DEFAULT_SDK_PYTHON
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 REF = "127.0.0.1:5000/band-python-kit:1.2.3"
+LEGACY = SPEC_LEGACY
 
 
 def spec_text() -> str:
-    return SPEC.read_text(encoding="utf-8")
+    """The legacy shape's text."""
+    return LEGACY.read_text(encoding="utf-8")
 
 
 def test_repo_spec_passes_our_schema_checks() -> None:
     verdict = kitspec.validate_text(spec_text())
     assert verdict.ok, verdict.problems
-    assert verdict.render(SPEC) == f"PASS {SPEC} (schema)"
+    assert verdict.render(LEGACY) == f"PASS {LEGACY} (schema)"
 
 
 def test_drift_launch_shape_is_entrypoint_then_sdk_python_launcher() -> None:
@@ -136,14 +140,15 @@ def _invoke(repo_root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_stamp_task_writes_a_copy_and_never_touches_the_spec(
     repo_root: Path, tmp_path: Path
 ) -> None:
-    original = SPEC.read_bytes()
+    original = SPEC.read_bytes(), LEGACY.read_bytes()
     out = tmp_path / "spec.yaml"
     proc = _invoke(
         repo_root, "kit.stamp", "--image-ref", REF, "--digest", DIGEST, "--output", str(out)
     )
     assert proc.returncode == 0, proc.stderr
     assert f"image: {REF}@{DIGEST}" in out.read_text()
-    assert SPEC.read_bytes() == original
+    assert "permissions:" in out.read_text()  # no sbx here: the current shape by default
+    assert (SPEC.read_bytes(), LEGACY.read_bytes()) == original
 
 
 def test_stamp_task_fails_cleanly_on_a_bad_digest(repo_root: Path) -> None:
@@ -173,21 +178,21 @@ def test_validate_prefers_sbx_when_present(tmp_path: Path) -> None:
         '#!/bin/sh\n[ "$1 $2" = "kit validate" ] && echo "spec invalid: nope" && exit 1\n'
     )
     fake.chmod(0o755)
-    verdict = kitspec.validate_file(SPEC, sbx=str(fake))
+    verdict = kitspec.validate_file(LEGACY, sbx=str(fake))
     assert (verdict.ok, verdict.source, verdict.problems) == (False, "sbx", ("spec invalid: nope",))
 
 
-# The post-0.42 shape (spec-current.yaml) ------------------------------------------------
+# The current shape (the kit directory's spec.yaml) ----------------------------------------
 
 
 def current_text() -> str:
-    return kitspec.SPEC_CURRENT.read_text(encoding="utf-8")
+    return SPEC.read_text(encoding="utf-8")
 
 
 def test_current_spec_passes_our_schema_checks() -> None:
     verdict = kitspec.validate_text(current_text())
     assert (verdict.ok, verdict.shape, verdict.problems) == (True, "current", ())
-    assert verdict.render(kitspec.SPEC_CURRENT) == f"PASS {kitspec.SPEC_CURRENT} (schema)"
+    assert verdict.render(SPEC) == f"PASS {SPEC} (schema)"
 
 
 @pytest.mark.parametrize(
@@ -263,23 +268,35 @@ def test_installed_shape_follows_the_sbx_version(tmp_path: Path, version: str, s
     assert kitspec.installed_shape(_fake_sbx(tmp_path, version)) == shape
 
 
+def test_no_sbx_means_the_current_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbx on it
+    kitspec.installed_shape.cache_clear()
+    try:
+        assert kitspec.installed_shape() == "current"
+        assert kitspec.default_spec(kitspec.resolve_shape("auto")) == SPEC
+    finally:
+        kitspec.installed_shape.cache_clear()
+
+
 def test_resolve_shape_and_default_spec() -> None:
-    assert kitspec.default_spec(kitspec.resolve_shape("legacy")) == SPEC
-    assert kitspec.default_spec(kitspec.resolve_shape("current")) == kitspec.SPEC_CURRENT
+    assert kitspec.default_spec(kitspec.resolve_shape("legacy")) == LEGACY
+    assert kitspec.default_spec(kitspec.resolve_shape("current")) == SPEC
     with pytest.raises(kitspec.SpecError, match="--spec-shape must be one of"):
         kitspec.resolve_shape("newest")
 
 
 def test_validate_file_hands_sbx_a_dir_with_the_file_as_spec_yaml(tmp_path: Path) -> None:
     fake = tmp_path / "sbx"
-    fake.write_text('#!/bin/sh\nhead -n 6 "$3/spec.yaml" | tail -n 1; exit 1\n')
+    fake.write_text('#!/bin/sh\ngrep -m 1 "^name:" "$3/spec.yaml"; exit 1\n')
     fake.chmod(0o755)
-    verdict = kitspec.validate_file(kitspec.SPEC_CURRENT, sbx=str(fake))
-    assert verdict.problems == ('schemaVersion: "2"',)
+    other = tmp_path / "stamped.yaml"
+    other.write_text(current_text().replace("name: band-python-kit", "name: renamed"))
+    verdict = kitspec.validate_file(other, sbx=str(fake))
+    assert verdict.problems == ("name: renamed",)
 
 
 def test_validate_task_spec_shapes(repo_root: Path) -> None:
-    for shape, path in (("legacy", SPEC), ("current", kitspec.SPEC_CURRENT)):
+    for shape, path in (("legacy", LEGACY), ("current", SPEC)):
         proc = _invoke(repo_root, "kit.validate", "--spec-shape", shape)
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.startswith(f"PASS {path} "), proc.stdout

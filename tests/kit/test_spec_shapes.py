@@ -1,5 +1,6 @@
-"""One spec source, two shapes: the checked-in files are the generator's output, and the
-legacy (sbx 0.34-0.41) and current (sbx 0.42.1+) shapes carry the same facts."""
+"""One spec source, two shapes: the checked-in files are the generator's output, the kit
+directory's spec.yaml is the current shape (sbx 0.42.1+), its sbx-below-0.42.1/ directory
+the legacy one, and both carry the same facts."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bandkit.image.facts import SPEC
+from bandkit.image.facts import KIT_DIR, SPEC, SPEC_LEGACY
 from bandkit.kit import spec as kitspec
 from bandkit.kit import spec_source
 
@@ -40,8 +41,15 @@ def test_checked_in_file_is_the_generators_output(path: Path, render: Any) -> No
 
 
 def test_paths_are_the_repo_defaults() -> None:
-    assert spec_source.LEGACY_PATH == SPEC == kitspec.default_spec("legacy")
-    assert spec_source.CURRENT_PATH == kitspec.SPEC_CURRENT == kitspec.default_spec("current")
+    assert spec_source.CURRENT_PATH == SPEC == kitspec.default_spec("current")
+    assert SPEC == KIT_DIR / "spec.yaml"  # what `sbx create --kit docker/band_python_kit` reads
+    assert spec_source.LEGACY_PATH == SPEC_LEGACY == kitspec.default_spec("legacy")
+    assert SPEC_LEGACY == KIT_DIR / "sbx-below-0.42.1" / "spec.yaml"  # a kit dir of its own
+    assert sorted(p.name for p in SPEC_LEGACY.parent.iterdir()) == ["spec.yaml"]
+
+
+def test_the_kit_directory_holds_no_other_spec_file() -> None:
+    assert sorted(p.name for p in KIT_DIR.glob("spec*")) == ["spec.yaml"]
 
 
 def test_check_mode_agrees_with_the_checked_in_files() -> None:

@@ -17,6 +17,8 @@ from tests import commands
 from tests.fakes.simharness import simulator
 from tests.runtimes.helpers import Platform, echo_workspace, emulator, make_kit
 
+pytestmark = pytest.mark.e2e
+
 USER_KEY = "canary-user-key-0c9d2e7f41aa"
 
 
@@ -38,7 +40,6 @@ def files_text(root: Path) -> str:
     )
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("runtime", ["local", "sbx-0.47"])
 def test_provision_task_end_to_end(
     runtime: str, canary_platform: Platform, scratch: Path, agent_sdk: None
@@ -150,13 +151,15 @@ def test_provision_task_end_to_end(
     assert os.path.exists(ws / "band.yaml")
 
 
-@pytest.mark.slow
 def test_provision_fails_with_the_logs_when_the_agent_never_connects(
     canary_platform: Platform, scratch: Path, agent_sdk: None
 ) -> None:
     platform = canary_platform
     ws = echo_workspace(scratch, agent_id=None, rest_url=platform.rest_url, ws_url=platform.ws_url)
-    (ws / "main.py").write_text("import sys\nprint('agent exploded on start')\nsys.exit(3)\n")
+    # its last words retitle the window (OSC ... BEL) and clear the screen (CSI 2J)
+    (ws / "main.py").write_text(
+        "import sys\nprint('\\x1b]0;pwned\\x07\\x1b[2Jagent exploded on start')\nsys.exit(3)\n"
+    )
     run_dir = scratch / "run"
     env = {**os.environ, "BAND_API_KEY_USER": USER_KEY}
     env.pop("BAND_REST_URL", None)
@@ -180,6 +183,9 @@ def test_provision_fails_with_the_logs_when_the_agent_never_connects(
     assert "Traceback" not in proc.stderr
     assert "did not connect" in proc.stderr or "stopped before" in proc.stderr
     assert "agent exploded on start" in proc.stderr  # the tail of the startup log
+    assert "pwned" in proc.stderr  # shown, as text
+    assert "\x1b" not in proc.stderr  # never as an escape sequence for the terminal
+    assert "\x07" not in proc.stderr
     assert "kit.unprovision --name never-up" in proc.stderr
     assert USER_KEY not in proc.stderr
     down = invoke("kit.unprovision", *common, env=env)

@@ -1,6 +1,7 @@
-"""`invoke kit.validate` as a user runs it, with the sbx simulator installed at 0.35 and at
-0.47: each generation passes its own shape (auto picks it from `sbx version`) and refuses
-the other one with sbx's own decoder message."""
+"""`invoke kit.validate` and `sbx kit validate` as a user runs them, with the sbx simulator
+installed at 0.35 and at 0.47: each generation passes its own shape (auto picks it from
+`sbx version`) and refuses the other one with sbx's own decoder message; the kit directory
+itself passes 0.47, its legacy directory 0.35."""
 
 from __future__ import annotations
 
@@ -42,6 +43,17 @@ def test_auto_passes_the_shape_of_the_installed_generation(sim: Sim, repo_root: 
     assert done.stdout.startswith(f"PASS {own} "), done.stdout
     calls = (sim.state / "calls.jsonl").read_text()
     assert '"kit", "validate"' in calls  # sbx's verdict, not our fallback
+
+
+def test_sbx_kit_validate_of_the_kit_directories(sim: Sim, repo_root: Path) -> None:
+    kit = repo_root / "docker" / "band_python_kit"
+    own = kit if sim.env["SBX_SIM_VERSION"] == "0.47.0" else kit / "sbx-below-0.42.1"
+    done = subprocess.run(
+        ["sbx", "kit", "validate", str(own.relative_to(repo_root))],
+        cwd=repo_root, env=sim.env, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("PASS: band-python-kit")
 
 
 @pytest.mark.parametrize("shape", ["legacy", "current"])

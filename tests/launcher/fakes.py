@@ -1,4 +1,5 @@
-"""Shared builders for launcher tests: canaries, band.yaml mappings, workspace boxes."""
+"""Shared builders for launcher tests: canaries, band.yaml mappings, workspace boxes,
+resolved launch records."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from typing import Any
 
 import yaml
 
+from launcher.config import Endpoints
 from launcher.constants import LOG_FILENAME, PROXY_MANAGED
+from launcher.handoff import ResolvedLaunch
+from launcher.stamp import base_interpreter
 
 CANARY = "canary-sk-4f1e9c0b7d2a6e35"  # a planted secret: must never appear in any output
 CANARY_FILE = "canary-file-9b8a7c6d5e4f3021"  # a second one, only ever in a secrets file
@@ -50,13 +54,15 @@ report = {
 }
 print("AGENT " + json.dumps(report), flush=True)
 if os.environ.get("AGENT_WAIT_FOR_SIGTERM") == "1":
-    def stop(signum, frame):
-        print("AGENT got SIGTERM", flush=True)
-        sys.exit(0)
-    signal.signal(signal.SIGTERM, stop)
+    # The handler only notes the signal: it may arrive while the print below is still
+    # flushing, and a print inside the handler would then be a reentrant write.
+    got = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
     print("AGENT waiting", flush=True)
-    while True:
+    while not got:
         time.sleep(0.05)
+    print("AGENT got SIGTERM", flush=True)
+    sys.exit(0)
 """
 
 
@@ -136,3 +142,34 @@ def base_env(box: Box, **extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
+
+
+def resolved(root: Path, **changes: Any) -> ResolvedLaunch:
+    """A `ResolvedLaunch` for a minimal project under `root`, with `changes` applied."""
+    project = root / "ws"
+    project.mkdir(exist_ok=True)
+    (project / "pyproject.toml").write_text("[project]\nname='x'\nversion='0'\n")
+    (project / "main.py").write_text("print('hi')\n")
+    values: dict[str, Any] = {
+        "workspace": project,
+        "config_path": project / "band.yaml",
+        "config_digest": "d" * 64,
+        "config_revalidated": True,
+        "project": project,
+        "entrypoint": project / "main.py",
+        "environment_path": root / "home" / "venv",
+        "state_path": root / "home" / "state",
+        "cache_path": root / "home" / "cache",
+        "log_path": root / "home" / "logs",
+        "sdk_home": Path("/opt/band"),
+        "sdk_uv": "",
+        "interpreter": base_interpreter(),
+        "agent_id": "agent-1",
+        "endpoints": Endpoints("https://r.example", "wss://w.example/s", insecure=False),
+        "credential_source": None,
+        "repo": None,
+        "credentials": {"BAND_API_KEY": "sk-live-000", "GH_TOKEN": "gh"},
+        "stamp": {},
+    }
+    values.update(changes)
+    return ResolvedLaunch(**values)

@@ -13,8 +13,6 @@ import signal
 import subprocess
 import time
 
-import pytest
-
 from launcher.constants import PROXY_MANAGED
 from tests.launcher.fakes import CANARY, CANARY_FILE, sha
 from tests.launcher.harness import (
@@ -24,9 +22,6 @@ from tests.launcher.harness import (
     assert_fails,
     use_env_file,
 )
-
-pytestmark = pytest.mark.slow
-
 
 # ----------------------------------------------------------------- the good path
 

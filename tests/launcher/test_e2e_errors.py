@@ -21,9 +21,6 @@ from tests.launcher.harness import (
     use_env_file,
 )
 
-pytestmark = pytest.mark.slow
-
-
 # ----------------------------------------------------------------- identity
 
 

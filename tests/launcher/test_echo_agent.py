@@ -7,7 +7,6 @@ import shutil
 import tomllib
 from pathlib import Path
 
-import pytest
 import yaml
 
 from launcher.config import read_document, validated_spec
@@ -71,7 +70,6 @@ def test_main_uses_the_real_agent_api_and_the_launcher_env() -> None:
     assert 'f"echo: {msg.content}"' in source
 
 
-@pytest.mark.slow
 def test_the_starter_launches_through_the_launcher(agent_box: AgentBox) -> None:
     """Real locked sync of band-sdk, real exec: the agent's first line, then a clean
     failure to reach a closed local port (no platform here; the emulator tests talk)."""

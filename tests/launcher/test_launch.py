@@ -4,46 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from launcher import launch as launch_module
-from launcher.config import Endpoints
 from launcher.errors import LauncherError
-from launcher.handoff import ResolvedLaunch
 from launcher.launch import build_child_environment, execute
-from launcher.stamp import base_interpreter
-
-
-def resolved(root: Path, **changes: Any) -> ResolvedLaunch:
-    project = root / "ws"
-    project.mkdir(exist_ok=True)
-    (project / "pyproject.toml").write_text("[project]\nname='x'\nversion='0'\n")
-    (project / "main.py").write_text("print('hi')\n")
-    values: dict[str, Any] = {
-        "workspace": project,
-        "config_path": project / "band.yaml",
-        "config_digest": "d" * 64,
-        "config_revalidated": True,
-        "project": project,
-        "entrypoint": project / "main.py",
-        "environment_path": root / "home" / "venv",
-        "state_path": root / "home" / "state",
-        "cache_path": root / "home" / "cache",
-        "log_path": root / "home" / "logs",
-        "sdk_home": Path("/opt/band"),
-        "sdk_uv": "",
-        "interpreter": base_interpreter(),
-        "agent_id": "agent-1",
-        "endpoints": Endpoints("https://r.example", "wss://w.example/s", insecure=False),
-        "credential_source": None,
-        "repo": None,
-        "credentials": {"BAND_API_KEY": "sk-live-000", "GH_TOKEN": "gh"},
-        "stamp": {},
-    }
-    values.update(changes)
-    return ResolvedLaunch(**values)
+from tests.launcher.fakes import resolved
 
 
 def test_child_environment_is_exact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,8 +10,6 @@ import pytest
 
 from tests.launcher.harness import AgentBox, agent_report, assert_clean
 
-pytestmark = pytest.mark.slow
-
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} \S+ (DEBUG|INFO|WARNING|ERROR) ")
 MODULES = ("launcher", "band.docker.launcher")
 

@@ -14,7 +14,7 @@ from launcher.sync import (
     resolve_uv,
     uv_environment,
 )
-from tests.launcher.test_launch import resolved
+from tests.launcher.fakes import resolved
 
 
 def test_locked_project_is_required(tmp_path: Path) -> None:

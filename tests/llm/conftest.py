@@ -13,7 +13,8 @@ import pytest_asyncio
 
 from bandkit.llm.keys import KeyRing
 from bandkit.llm.script import ScriptSet, load_scripts
-from bandkit.llm.server import LLMStub, StubConfig
+from bandkit.llm.server import LLMStub
+from bandkit.llm.state import StubConfig
 
 SCRIPTS = Path(__file__).parent / "scripts"
 # Canary keys: tests grep logs and pages for them.

@@ -10,13 +10,14 @@ import sys
 from pathlib import Path
 
 import anthropic
+import httpx
 import openai
 import pytest
 
+from bandkit import processes
 from tests.llm.conftest import SCRIPTS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
 
 
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:
@@ -28,14 +29,6 @@ def invoke(*args: str) -> subprocess.CompletedProcess[str]:
         cwd=REPO_ROOT,
         check=False,
     )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat_line.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _keys(path: Path) -> dict[str, str]:
@@ -51,8 +44,14 @@ def test_up_status_logs_down(tmp_path: Path) -> None:
         assert started.returncode == 0, started.stderr
         assert "llm.up: started" in started.stdout
         record = json.loads((run_dir / "llm.json").read_text())
-        for name in ("llm.json", "llm-keys", "llm.log", "llm-requests.jsonl"):
+        for name in ("llm.json", "llm-keys", "llm-operator-key", "llm.log", "llm-requests.jsonl"):
             assert stat.S_IMODE((run_dir / name).stat().st_mode) == 0o600, name
+        operator = (run_dir / "llm-operator-key").read_text().strip()
+        assert f"turns page: {record['url']}/login#token=" in started.stdout
+        # Loopback is no credential: the pages want the operator key (or a login session).
+        assert httpx.get(f"{record['url']}/_stub/turns", timeout=5).status_code == 401
+        with_key = {"x-bandkit-operator-key": operator}
+        assert httpx.get(f"{record['url']}/_stub/turns", headers=with_key).status_code == 200
         assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
         assert f"ANTHROPIC_BASE_URL={record['url']}" in started.stdout
         assert f"OPENAI_BASE_URL={record['url']}/v1" in started.stdout
@@ -83,6 +82,9 @@ def test_up_status_logs_down(tmp_path: Path) -> None:
         assert status.returncode == 0
         assert f"running, pid {record['pid']}" in status.stdout
         assert "health: ok; agents architect, dev, pm; 2 requests" in status.stdout
+        links = [line for line in status.stdout.splitlines() if "/login#token=" in line]
+        assert len(links) == 1
+        assert links[0] not in started.stdout  # a fresh one-time link each time
 
         logs = invoke("llm.logs", "--run-dir", str(run_dir), "--lines", "20")
         assert "serving on" in logs.stdout
@@ -94,14 +96,14 @@ def test_up_status_logs_down(tmp_path: Path) -> None:
         for text in [o.stdout + o.stderr for o in outputs] + [
             (run_dir / name).read_text() for name in ("llm.json", "llm.log", "llm-requests.jsonl")
         ]:
-            for key in keys.values():
+            for key in (*keys.values(), operator):
                 assert key not in text
     finally:
         stopped = invoke("llm.down", "--run-dir", str(run_dir))
     assert stopped.returncode == 0, stopped.stderr
     assert "llm.down: stopped pid" in stopped.stdout
     assert record is not None
-    assert not _alive(record["pid"])
+    assert not processes.alive(record["pid"])  # a zombie counts as gone
     assert not (run_dir / "llm.json").exists()
     assert "not running" in invoke("llm.status", "--run-dir", str(run_dir)).stdout
     assert "not running (no run file)" in invoke("llm.down", "--run-dir", str(run_dir)).stdout

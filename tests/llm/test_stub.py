@@ -13,6 +13,7 @@ import httpx
 import openai
 import pytest
 
+from bandkit.llm.pages import OPERATOR_HEADER
 from bandkit.llm.server import LLMStub
 from tests.llm.conftest import ANTHROPIC_KEY, DEV_KEY, OPENAI_KEY, SEND, StartStub, openai_tool
 
@@ -26,6 +27,11 @@ def _anthropic(stub: LLMStub, key: str | None) -> anthropic.AsyncAnthropic:
 
 def _openai(stub: LLMStub, key: str) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(base_url=f"{stub.url}/v1", api_key=key, max_retries=0, timeout=5)
+
+
+def _operator(stub: LLMStub) -> dict[str, str]:
+    """The header the operator's own tools (`invoke llm.status`) send to the pages."""
+    return {OPERATOR_HEADER: stub.stub.operator_key}
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -277,7 +283,7 @@ async def test_jsonl_log_redacts_every_key(stub: LLMStub, tmp_path: Path) -> Non
     assert lines[0]["rule"] == "hello"
     assert lines[1]["reply"]["tool"] == "band_send_message"
     assert oct(log_file.stat().st_mode & 0o777) == "0o600"
-    async with httpx.AsyncClient(base_url=stub.url, timeout=5) as http:
+    async with httpx.AsyncClient(base_url=stub.url, timeout=5, headers=_operator(stub)) as http:
         turns = (await http.get("/_stub/turns")).text
     assert ANTHROPIC_KEY not in turns
     assert OPENAI_KEY not in turns
@@ -292,7 +298,7 @@ async def test_turns_show_each_agents_requests_with_timings(stub: LLMStub) -> No
         await claude.messages.create(model="stub-pm", max_tokens=8, messages=HELLO)
     async with _openai(stub, OPENAI_KEY) as client:
         await client.chat.completions.create(model="stub-architect", messages=HELLO)
-    async with httpx.AsyncClient(base_url=stub.url, timeout=5) as http:
+    async with httpx.AsyncClient(base_url=stub.url, timeout=5, headers=_operator(stub)) as http:
         data = (await http.get("/_stub/turns")).json()
         pm_only = (await http.get("/_stub/turns", params={"agent": "pm", "since": 1})).json()
         page = await http.get("/")
@@ -321,9 +327,84 @@ async def test_turns_show_each_agents_requests_with_timings(stub: LLMStub) -> No
 
 
 async def test_pages_refuse_a_foreign_host_name(stub: LLMStub) -> None:
-    """A DNS-rebinding page names its own host: the turns stay unreadable to it."""
-    async with httpx.AsyncClient(base_url=stub.url, timeout=5) as http:
-        for path in ("/", "/_stub/turns", "/_stub/health"):
+    """A DNS-rebinding page names its own host: the turns stay unreadable to it, even
+    with the operator's credential."""
+    async with httpx.AsyncClient(base_url=stub.url, timeout=5, headers=_operator(stub)) as http:
+        for path in ("/", "/_stub/turns", "/_stub/health", "/login"):
             refused = await http.get(path, headers={"host": "evil.example:80"})
             assert refused.status_code == 403
         assert (await http.get("/_stub/turns", headers={"host": "localhost"})).status_code == 200
+
+
+# --- the pages take the operator, never "a loopback client" ---------------------------
+
+PROMPT = "the secret plan of box B: 7f3e91c2"
+OWN_PAGES = ("/", "/_stub/turns", "/_stub/health", "/_stub/page.js", "/_stub/page.css")
+
+
+async def _a_turn_with_a_prompt(stub: LLMStub) -> None:
+    async with _anthropic(stub, ANTHROPIC_KEY) as claude:
+        message: Any = [{"role": "user", "content": PROMPT}]
+        with pytest.raises(anthropic.APIStatusError):  # unscripted: refused, still a turn
+            await claude.messages.create(model="stub-pm", max_tokens=8, messages=message)
+    assert stub.stub.journal.count == 1
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {OPERATOR_HEADER: "not-the-operator-key"}, {"x-api-key": ANTHROPIC_KEY}],
+    ids=["nothing", "wrong-operator-key", "an-agent-key"],
+)
+async def test_a_loopback_client_without_the_operator_credential_reads_nothing(
+    stub: LLMStub, headers: dict[str, str]
+) -> None:
+    """Every box's credential proxy is a loopback client naming a local Host: the old
+    "loopback only" rule let any of them read every box's prompts at /_stub/turns."""
+    await _a_turn_with_a_prompt(stub)
+    async with httpx.AsyncClient(base_url=stub.url, timeout=5, headers=headers) as http:
+        for path in OWN_PAGES:
+            refused = await http.get(path)
+            assert refused.status_code == 401, path
+            assert PROMPT not in refused.text
+            assert "7f3e91c2" not in refused.text
+        page = await http.get("/")
+        assert "login link" in page.text  # the page says how to sign in
+        minted = await http.post("/_stub/login-link")
+        assert minted.status_code == 401
+    async with httpx.AsyncClient(base_url=stub.url, timeout=5, headers=_operator(stub)) as http:
+        assert PROMPT[:40] in (await http.get("/_stub/turns")).text  # the operator sees it
+
+
+async def test_a_login_link_signs_a_browser_in_once(stub: LLMStub, tmp_path: Path) -> None:
+    await _a_turn_with_a_prompt(stub)
+    async with httpx.AsyncClient(base_url=stub.url, timeout=5, headers=_operator(stub)) as http:
+        minted = await http.post("/_stub/login-link")
+    assert minted.status_code == 201
+    url = minted.json()["url"]
+    assert url.startswith(f"{stub.url}/login#token=")
+    token = url.split("#token=", 1)[1]
+    async with httpx.AsyncClient(base_url=stub.url, timeout=5) as browser:
+        login = await browser.get("/login")
+        assert login.status_code == 200
+        assert "form-action 'self'" in login.headers["content-security-policy"]
+        assert "/_stub/login.js" in login.text
+        script = await browser.get("/_stub/login.js")
+        assert "location.hash" in script.text
+        assert "innerHTML" not in script.text
+        signed = await browser.post("/login", data={"token": token})
+        assert signed.status_code == 303
+        cookie = signed.headers["set-cookie"]
+        assert "HttpOnly" in cookie
+        assert "SameSite=Strict" in cookie
+        assert cookie.startswith(stub.stub.pages.cookie_name + "=")
+        turns = await browser.get("/_stub/turns")  # the session cookie, no key
+        assert turns.status_code == 200
+        assert PROMPT[:40] in turns.text
+        assert (await browser.get("/")).status_code == 200
+    async with httpx.AsyncClient(base_url=stub.url, timeout=5) as other:
+        again = await other.post("/login", data={"token": token})
+        assert again.status_code == 401  # used up
+        assert (await other.get("/_stub/turns")).status_code == 401
+    logged = (tmp_path / "requests.jsonl").read_text()
+    for secret in (token, stub.stub.operator_key):
+        assert secret not in logged

@@ -25,6 +25,8 @@ from bandkit.release.plan import (
 
 D1 = "sha256:" + "a" * 64
 D2 = "sha256:" + "b" * 64
+D3 = "sha256:" + "c" * 64
+LEGACY = "-sbx-below-0.42.1"  # the legacy-shape kit's tag suffix
 GHCR_IMAGE, GHCR_KIT = "ghcr.io/band-ai/band-python-kit/image", "ghcr.io/band-ai/band-python-kit"
 HUB_IMAGE, HUB_KIT = "docker.io/bandhq/band-python-kit-image", "docker.io/bandhq/band-python-kit"
 V = "6.0.1"
@@ -37,22 +39,31 @@ def registry(
     *,
     image: Probe = ABSENT,
     kit: Probe = ABSENT,
+    legacy: Probe | None = None,
     tags: Iterable[str] = (),
     version: str = V,
 ) -> RegistryObserved:
-    """A registry whose listing agrees with its probes, plus extra (older) `tags`."""
+    """A registry whose listing agrees with its probes, plus extra (older) `tags`; the
+    legacy-shape kit (`V-sbx-below-0.42.1`) is probed like the kit unless `legacy` says."""
+    legacy = kit if legacy is None else legacy
     image_tags = dict.fromkeys(tags, D2)
     kit_tags = set(tags)
     if isinstance(image, Present):
         image_tags[version] = image.digest
     if isinstance(kit, Present):
         kit_tags.add(version)
-    probes = {f"{image_repo}:{version}": image, f"{kit_repo}:{version}": kit}
+    if isinstance(legacy, Present):
+        kit_tags.add(version + LEGACY)
+    probes = {
+        f"{image_repo}:{version}": image,
+        f"{kit_repo}:{version}": kit,
+        f"{kit_repo}:{version}{LEGACY}": legacy,
+    }
     return RegistryObserved(image_repo, kit_repo, image_tags, frozenset(kit_tags), probes)
 
 
-def published(image_repo: str, kit_repo: str) -> RegistryObserved:  # image D1, kit D2
-    return registry(image_repo, kit_repo, image=Present(D1), kit=Present(D2))
+def published(image_repo: str, kit_repo: str) -> RegistryObserved:  # image D1, kits D2, D3
+    return registry(image_repo, kit_repo, image=Present(D1), kit=Present(D2), legacy=Present(D3))
 
 
 def observed(
@@ -74,18 +85,29 @@ def refs(result: Plan, kind: StepKind) -> list[str]:
     return [s.ref for s in result.steps if s.kind is kind]
 
 
-def test_fresh_publish_builds_once_and_pushes_to_both() -> None:
+def test_fresh_publish_builds_once_and_pushes_to_both_in_both_shapes() -> None:
     result = plan(V, observed())
-    writes = [K.BUILD, K.PUSH_IMAGE, K.PUSH_IMAGE, K.STAMP_KIT, K.STAMP_KIT, K.PUSH_KIT, K.PUSH_KIT]
-    assert result.kinds()[:7] == writes
+    writes = [K.BUILD, K.PUSH_IMAGE, K.PUSH_IMAGE, *[K.STAMP_KIT] * 4, *[K.PUSH_KIT] * 4]
+    assert result.kinds()[:11] == writes
     assert result.kinds().count(K.BUILD) == 1
     assert K.COPY_IMAGE not in result.kinds()
     assert refs(result, K.PUSH_IMAGE) == [f"{GHCR_IMAGE}:{V}", f"{HUB_IMAGE}:{V}"]
-    assert refs(result, K.PUSH_KIT) == [f"{GHCR_KIT}:{V}", f"{HUB_KIT}:{V}"]
-    stamps = [s.source for s in result.steps if s.kind is K.STAMP_KIT]
-    assert stamps == [f"{GHCR_IMAGE}@<pushed digest>", f"{HUB_IMAGE}@<pushed digest>"]
+    kits = [
+        f"{GHCR_KIT}:{V}",
+        f"{GHCR_KIT}:{V}{LEGACY}",
+        f"{HUB_KIT}:{V}",
+        f"{HUB_KIT}:{V}{LEGACY}",
+    ]
+    assert refs(result, K.PUSH_KIT) == refs(result, K.STAMP_KIT) == kits
+    stamps = [(s.source, s.shape) for s in result.steps if s.kind is K.STAMP_KIT]
+    assert stamps == [
+        (f"{repo}@<pushed digest>", shape)
+        for repo in (GHCR_IMAGE, HUB_IMAGE)
+        for shape in ("current", "legacy")
+    ]
+    assert [s.shape for s in result.steps if s.kind is K.PUSH_KIT] == ["current", "legacy"] * 2
     assert sorted(refs(result, K.VERIFY)) == sorted(
-        f"{repo}:{V}" for repo in (GHCR_IMAGE, GHCR_KIT, HUB_IMAGE, HUB_KIT)
+        [f"{GHCR_IMAGE}:{V}", f"{HUB_IMAGE}:{V}", *kits]
     )
 
 
@@ -111,9 +133,9 @@ def test_heal_copies_the_existing_digest_and_never_rebuilds() -> None:
     assert not {K.BUILD, K.PUSH_IMAGE} & set(result.kinds())
     (copy,) = [s for s in result.steps if s.kind is K.COPY_IMAGE]
     assert (copy.ref, copy.source, copy.digest) == (f"{HUB_IMAGE}:{V}", f"{GHCR_IMAGE}@{D1}", D1)
-    assert refs(result, K.STAMP_KIT) == refs(result, K.PUSH_KIT) == [f"{HUB_KIT}:{V}"]
-    (stamp,) = [s for s in result.steps if s.kind is K.STAMP_KIT]
-    assert stamp.source == f"{HUB_IMAGE}@{D1}"
+    hub_kits = [f"{HUB_KIT}:{V}", f"{HUB_KIT}:{V}{LEGACY}"]
+    assert refs(result, K.STAMP_KIT) == refs(result, K.PUSH_KIT) == hub_kits
+    assert {s.source for s in result.steps if s.kind is K.STAMP_KIT} == {f"{HUB_IMAGE}@{D1}"}
     image_verifies = [s for s in result.steps if s.kind is K.VERIFY and "image" in s.ref]
     assert {s.digest for s in image_verifies} == {D1}
     assert any("present" in note and GHCR_IMAGE in note for note in result.skipped)
@@ -130,9 +152,20 @@ def test_heal_of_a_missing_kit_only_touches_that_kit() -> None:
     ghcr = published(GHCR_IMAGE, GHCR_KIT)
     hub = registry(HUB_IMAGE, HUB_KIT, image=Present(D1))
     result = plan(V, observed(ghcr, hub))
-    assert result.kinds()[:2] == [K.STAMP_KIT, K.PUSH_KIT]
+    assert result.kinds()[:4] == [K.STAMP_KIT, K.STAMP_KIT, K.PUSH_KIT, K.PUSH_KIT]
     assert not {K.BUILD, K.PUSH_IMAGE, K.COPY_IMAGE} & set(result.kinds())
-    assert refs(result, K.PUSH_KIT) == [f"{HUB_KIT}:{V}"]
+    assert refs(result, K.PUSH_KIT) == [f"{HUB_KIT}:{V}", f"{HUB_KIT}:{V}{LEGACY}"]
+
+
+def test_a_missing_legacy_kit_alone_is_published_and_never_floats() -> None:
+    ghcr = published(GHCR_IMAGE, GHCR_KIT)
+    hub = registry(HUB_IMAGE, HUB_KIT, image=Present(D1), kit=Present(D2), legacy=ABSENT)
+    result = plan(V, observed(ghcr, hub))
+    assert refs(result, K.PUSH_KIT) == [f"{HUB_KIT}:{V}{LEGACY}"]
+    (stamp,) = [s for s in result.steps if s.kind is K.STAMP_KIT]
+    assert (stamp.shape, stamp.source) == ("legacy", f"{HUB_IMAGE}@{D1}")
+    assert not any(LEGACY in ref for ref in refs(result, K.MOVE_FLOATING))
+    assert f"{HUB_KIT}:{V}: present, kept" in result.skipped
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bandkit.image.facts import DOCKERFILE, SPEC
+from bandkit.image.facts import DOCKERFILE, SPEC, SPEC_LEGACY
 from bandkit.kit import bump_bases
 from bandkit.kit.spec import stamp
 from bandkit.release import publish as release
@@ -69,9 +69,12 @@ def test_a_release_builds_once_pins_each_kit_and_moves_floating_tags_kits_first(
         kit = reg.store[target.kit_repo]["1.2.0"]
         config = reg.blobs[yaml.safe_load(kit)["config"]["digest"]].decode()
         assert config == stamp(SPEC.read_text(), target.image.ref("1.2.0"), digest)
+        legacy = reg.store[target.kit_repo]["1.2.0-sbx-below-0.42.1"]  # for sbx below 0.42.1
+        config = reg.blobs[yaml.safe_load(legacy)["config"]["digest"]].decode()
+        assert config == stamp(SPEC_LEGACY.read_text(), target.image.ref("1.2.0"), digest)
         for floating in ("1", "latest"):
             assert reg.store[target.image_repo][floating] == reg.store[target.image_repo]["1.2.0"]
-            assert reg.store[target.kit_repo][floating] == kit
+            assert reg.store[target.kit_repo][floating] == kit  # the current shape
     refs = [w.split("=", 1)[0].rsplit(":", 1) for w in reg.writes]
     moved = [repo for repo, tag in refs if tag in ("1", "latest")]
     kit_repos = {HUB.kit_repo, GHCR.kit_repo}
@@ -82,7 +85,27 @@ def test_a_release_builds_once_pins_each_kit_and_moves_floating_tags_kits_first(
     recorded = json.loads(record_in_tmp.read_text())  # what release.yml attests
     assert recorded["digest"] == digest
     assert recorded["subject"] == GHCR.image_repo
-    assert set(recorded["kits"]) == kit_repos
+    assert set(recorded["kits"]) == set(recorded["legacy_kits"]) == kit_repos
+    assert recorded["kits"][HUB.kit_repo] == sha256(reg.store[HUB.kit_repo]["1.2.0"])
+    legacy_digest = sha256(reg.store[HUB.kit_repo]["1.2.0-sbx-below-0.42.1"])
+    assert recorded["legacy_kits"][HUB.kit_repo] == legacy_digest
+
+
+def test_a_kit_served_in_the_wrong_shape_stops_at_verify(record_in_tmp: Path) -> None:
+    reg = FakeRegistries()
+    swapped: list[str] = []
+
+    def swap(line: str) -> None:  # someone re-tags the legacy kit over the current one
+        if "] verify " in line and not swapped:
+            swapped.append(line)
+            reg.put(HUB.kit, "1.2.0", reg.store[HUB.kit_repo]["1.2.0-sbx-below-0.42.1"])
+
+    with pytest.raises(ReleaseStopped) as stopped:
+        run(reg, "1.2.0", hook=swap)
+    assert stopped.value.exit_code == 2
+    assert "is in the legacy spec shape, not current" in str(stopped.value)
+    assert "latest" not in reg.store[HUB.kit_repo]
+    assert not record_in_tmp.exists()
 
 
 def test_a_dry_run_changes_nothing_and_prints_the_plan(record_in_tmp: Path) -> None:

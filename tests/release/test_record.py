@@ -23,10 +23,12 @@ DIGEST = "sha256:" + "ab" * 32
 
 
 def test_the_record_names_the_ghcr_image_as_subject_and_one_digest_everywhere() -> None:
+    legacy = {"127.0.0.1:5002/band/kit": "sha256:" + "ef" * 32}
     facts = record.facts(
-        SETTINGS, "1.2.3", DIGEST, {"127.0.0.1:5002/band/kit": "sha256:" + "cd" * 32}
+        SETTINGS, "1.2.3", DIGEST, {"127.0.0.1:5002/band/kit": "sha256:" + "cd" * 32}, legacy
     )
     assert facts["subject"] == "127.0.0.1:5002/band/image"
+    assert facts["legacy_kits"] == legacy
     assert facts["images"] == {
         "127.0.0.1:5001/band/image": DIGEST,
         "127.0.0.1:5002/band/image": DIGEST,

@@ -18,7 +18,7 @@ def test_two_registries_in_publish_order_with_defaults() -> None:
     settings = from_config(FULL)
     assert [t.name for t in settings.targets] == ["hub", "ghcr"]
     assert settings.target("ghcr").image_repo == FULL["ghcr_image"]
-    assert (settings.base, settings.spec_shape, settings.sbom) == ("official", "legacy", True)
+    assert (settings.base, settings.multi, settings.sbom) == ("official", "auto", True)
 
 
 def test_an_unset_name_says_which_key_and_env_var_to_set() -> None:
@@ -36,7 +36,7 @@ def test_an_unset_name_says_which_key_and_env_var_to_set() -> None:
         ({"hub_image": "bandhq/kit"}, "HOST"),
         ({"base": "mirror"}, "official or local"),
         ({"multi": "qemu"}, "auto, buildx or per-arch"),
-        ({"spec_shape": "auto"}, "legacy or current"),
+        ({"spec_shape": "legacy"}, r"spec_shape is gone.*X\.Y\.Z-sbx-below-0\.42\.1"),
         ({"max_age_days": "a week"}, "number of days"),
     ],
 )

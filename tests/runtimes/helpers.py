@@ -9,8 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,23 +18,14 @@ from typing import Any
 import httpx
 from ruamel.yaml import YAML
 
+from tests.support.wait import wait_for
+
 REPO = Path(__file__).resolve().parents[2]
 STARTER = REPO / "docker" / "band_python_kit" / "echo-agent"
 START_TIMEOUT_S = 30.0
 KIT_SPEC = REPO / "docker" / "band_python_kit" / "spec.yaml"
+KIT_SPEC_LEGACY = REPO / "docker" / "band_python_kit" / "sbx-below-0.42.1" / "spec.yaml"
 INSECURE = {"BAND_KIT_ALLOW_INSECURE_ENDPOINTS": "1"}
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, step: float = 0.1) -> Any:
-    """Poll `predicate` until truthy or raise with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(step)
 
 
 @dataclass
@@ -195,15 +185,17 @@ def agent_sdk_env() -> Iterator[None]:
 
 
 def make_kit(parent: Path, env: dict[str, str] | None = None) -> Path:
-    """The real kit spec plus the emulator opt-in (http/ws endpoints) as kit env, and
-    `env` (e.g. the platform's BAND_REST_URL/BAND_WS_URL, as provisioning stages them)."""
+    """The real kit (spec.yaml in the current shape, sbx-below-0.42.1/spec.yaml in the
+    legacy one) plus the emulator opt-in (http/ws endpoints) as kit env, and `env` (e.g.
+    the platform's BAND_REST_URL/BAND_WS_URL, as provisioning stages them)."""
     import yaml as pyyaml
 
     kit = parent / ("kit" if env is None else "kit-env")
     if kit.exists():
         return kit
-    kit.mkdir()
-    spec = pyyaml.safe_load(KIT_SPEC.read_text())
-    spec["environment"] = {"variables": {**INSECURE, **(env or {})}}
-    (kit / "spec.yaml").write_text(pyyaml.safe_dump(spec))
+    for source, target in ((KIT_SPEC, kit), (KIT_SPEC_LEGACY, kit / KIT_SPEC_LEGACY.parent.name)):
+        target.mkdir(parents=True)
+        spec = pyyaml.safe_load(source.read_text())
+        spec["environment"] = {"variables": {**INSECURE, **(env or {})}}
+        (target / "spec.yaml").write_text(pyyaml.safe_dump(spec))
     return kit

@@ -16,8 +16,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from bandkit import processes
 from bandkit.manifest import Kind, Manifest, Resource, teardown
-from bandkit.runtimes import processes
+from bandkit.runtimes import boxnet
 from bandkit.runtimes.base import Runtime, SandboxSpec, SandboxStatus, Secret
 from bandkit.runtimes.docker import DockerRuntime
 from bandkit.runtimes.local import LocalRuntime
@@ -67,7 +68,6 @@ BACKENDS = [
 ]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("make_backend", BACKENDS)
 def test_lifecycle_round_trip_and_clean_teardown(
     make_backend: Callable[[Path, Manifest], Iterator[Backend]],
@@ -103,7 +103,14 @@ def test_lifecycle_round_trip_and_clean_teardown(
                     "BAND_REST_URL": platform.rest_url,
                     "BAND_WS_URL": platform.ws_url,
                 },
-                secrets=(Secret("BAND_API_KEY", (host,), agent_key),),
+                secrets=(
+                    Secret(
+                        "BAND_API_KEY",
+                        (host,),
+                        agent_key,
+                        scopes=boxnet.band_key_scopes(platform.rest_url, platform.ws_url),
+                    ),
+                ),
                 egress=(f"{host}:{port}",),
             )
             rt.create(spec)
@@ -139,7 +146,7 @@ def test_lifecycle_round_trip_and_clean_teardown(
                 outputs = be.sim.outputs()
             else:
                 outputs = ""
-            assert not [p for p in _all_tagged() if name in p]
+            assert not _tagged_with(name)
             texts = [outputs, logs.startup, logs.launcher, *rt.warnings]
             texts += [p.read_text(errors="replace") for p in scratch.rglob("*") if _plain(p)]
             assert agent_key
@@ -177,18 +184,12 @@ def _plain(path: Path) -> bool:
     return path.is_file() and path.name != "keychain.json" and "keychain" not in path.parts
 
 
-def _all_tagged() -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                environ = (entry / "environ").read_bytes()
-            except OSError:
-                continue
-            for item in environ.split(b"\0"):
-                if item.startswith(processes.TAG_ENV.encode() + b"="):
-                    found.append(item.decode(errors="replace"))
-    return found
+def _tagged_with(name: str) -> list[int]:
+    """Pids of processes whose tag names `name`."""
+    tag = processes.TAG_ENV.encode() + b"="
+    return processes.scan(
+        lambda p: any(e.startswith(tag) and name.encode() in e for e in p.environ)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +218,6 @@ TLS_BACKENDS = [
 ]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", TLS_BACKENDS)
 def test_tls_platform_round_trip(
     kind: str, tls_platform: Platform, agent_sdk: None, request: pytest.FixtureRequest
@@ -251,7 +251,14 @@ def test_tls_platform_round_trip(
                 workspaces=(ws,),
                 image=image,
                 env=spec_env,
-                secrets=(Secret("BAND_API_KEY", ("127.0.0.1",), agent_key),),
+                secrets=(
+                    Secret(
+                        "BAND_API_KEY",
+                        ("127.0.0.1",),
+                        agent_key,
+                        scopes=boxnet.band_key_scopes(platform.rest_url, platform.ws_url),
+                    ),
+                ),
                 ca_cert_pem=platform.ca_pem,
             )
         )

@@ -10,12 +10,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
+from bandkit import processes
 from bandkit.manifest import Manifest, teardown
-from bandkit.runtimes import processes
 from bandkit.runtimes.local import LocalRuntime
 from bandkit.runtimes.sbx import SbxRuntime
 from bandkit.runtimes.select import removers
@@ -32,7 +31,7 @@ DRIVER = textwrap.dedent(
     from bandkit.runtimes import hostbox
     from bandkit.runtimes.base import SandboxSpec, Secret
     from bandkit.runtimes.local import LocalRuntime
-    from bandkit.runtimes.sbx import SbxRuntime
+    from bandkit.runtimes.sbx import SbxCli, SbxRuntime
     a = json.loads(sys.argv[1])
     if a["kind"] == "local":
         original = hostbox.start
@@ -41,13 +40,13 @@ DRIVER = textwrap.dedent(
             os.kill(os.getpid(), signal.SIGKILL)
         hostbox.start = start
     else:
-        original = SbxRuntime._run
+        original = SbxCli.run
         def run(self, args, **kwargs):
             result = original(self, args, **kwargs)
             if args[0] == "create":
                 os.kill(os.getpid(), signal.SIGKILL)
             return result
-        SbxRuntime._run = run
+        SbxCli.run = run
     with Manifest.open(Path(a["manifest"])) as m:
         rt = LocalRuntime(Path(a["run_dir"]), manifest=m) if a["kind"] == "local" \\
             else SbxRuntime(manifest=m)
@@ -58,7 +57,6 @@ DRIVER = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["local", "sbx"])
 def test_kill_9_mid_create_then_teardown(
     kind: str, agent_sdk: None, monkeypatch: pytest.MonkeyPatch
@@ -112,14 +110,8 @@ def test_kill_9_mid_create_then_teardown(
 
 
 def _tags() -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if b"rt-crash-" in environ and processes.TAG_ENV.encode() in environ:
-            found.append(int(entry.name))
-    return found
+    def crash_tagged(p: processes.Proc) -> bool:
+        environ = b"\0".join(p.environ)
+        return b"rt-crash-" in environ and processes.TAG_ENV.encode() in environ
+
+    return processes.scan(crash_tagged)

@@ -23,7 +23,7 @@ from bandkit.runtimes.base import SandboxError
 from bandkit.runtimes.docker import DockerRuntime
 from bandkit.runtimes.hostguard import Guard, HostGuardError, Tools
 from tests.fakes.iptables import FakeIptables, fake_iptables
-from tests.security.test_docker_custody import (
+from tests.security.support import (
     WORKSPACES,
     FakeDocker,
     fake_docker,

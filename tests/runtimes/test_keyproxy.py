@@ -1,6 +1,6 @@
 """The credential proxy as a real process in front of the emulator: keep-alive requests,
 bodies by length and chunked, the band SDK's own REST client through the token URL, the
-placeholder swapped only for the pinned endpoints the secret's hosts match. (Attacks on
+placeholder swapped only for the pinned endpoints the secret's scopes name. (Attacks on
 it: tests/security/test_proxy_custody.py.)"""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bandkit.runtimes import boxnet, hostbox, processes
+from bandkit import processes
+from bandkit.runtimes import boxnet, hostbox
 from tests.runtimes.helpers import Platform
 
 
@@ -20,7 +21,8 @@ def proxied(platform: Platform, tmp_path: Path) -> Iterator[tuple[str, str]]:
     agent_id, agent_key = platform.register(f"proxy-{tmp_path.name[-6:]}")
     box = tmp_path / "box"
     box.mkdir()
-    injection = boxnet.Injection(("127.0.0.1",), "proxy-managed", agent_key)
+    scopes = boxnet.band_key_scopes(platform.rest_url)
+    injection = boxnet.Injection(scopes, "proxy-managed", agent_key)
     urls = boxnet.start_proxy(box, None, {"BAND_REST_URL": platform.rest_url}, [injection])
     try:
         yield urls["BAND_REST_URL"], agent_id
@@ -75,7 +77,7 @@ async def test_the_sdk_rest_client_keeps_the_token_prefix(
 def test_the_socket_endpoint_is_derived_from_the_pinned_rest_url(
     platform: Platform, tmp_path: Path
 ) -> None:
-    injection = boxnet.Injection(("127.0.0.1",), "proxy-managed", "k")
+    injection = boxnet.Injection(boxnet.band_key_scopes(platform.rest_url), "proxy-managed", "k")
     urls = boxnet.start_proxy(tmp_path, None, {"BAND_REST_URL": platform.rest_url}, [injection])
     try:
         token = urls["BAND_REST_URL"].rsplit("/", 1)[1]
@@ -91,11 +93,12 @@ def test_other_values_are_not_swapped(proxied: tuple[str, str]) -> None:
     assert wrong.status_code == 401
 
 
-def test_hosts_outside_the_secret_get_no_proxy(platform: Platform, tmp_path: Path) -> None:
-    injection = boxnet.Injection(("**.band.ai",), "proxy-managed", "k")
+def test_origins_outside_the_secret_get_no_proxy(platform: Platform, tmp_path: Path) -> None:
+    elsewhere = boxnet.band_key_scopes("https://app.band.ai")
+    injection = boxnet.Injection(elsewhere, "proxy-managed", "k")
     env = {"BAND_REST_URL": platform.rest_url, "BAND_WS_URL": platform.ws_url}
     urls = boxnet.start_proxy(tmp_path, None, env, [injection])
-    assert urls == {}  # 127.0.0.1 does not match **.band.ai: nothing to swap, no proxy
+    assert urls == {}  # the key is for app.band.ai: nothing to swap here, no proxy
     assert processes.tagged_pids(boxnet.proxy_tag(tmp_path)) == []
 
 
@@ -104,10 +107,52 @@ def test_proxy_exits_when_its_box_is_removed(platform: Platform, tmp_path: Path)
 
     box = tmp_path / "orphan-box"
     box.mkdir()
-    injection = boxnet.Injection(("127.0.0.1",), "proxy-managed", "k")
+    injection = boxnet.Injection(boxnet.band_key_scopes(platform.rest_url), "proxy-managed", "k")
     urls = boxnet.start_proxy(box, None, {"BAND_REST_URL": platform.rest_url}, [injection])
     assert urls
     tag = boxnet.proxy_tag(box)
     assert processes.tagged_pids(tag)
     shutil.rmtree(box)  # removed without stopping the proxy
     assert processes.wait_gone(tag, timeout_s=15)
+
+
+def test_started_again_it_serves_the_same_urls_and_refuses_made_up_ones(
+    platform: Platform, tmp_path: Path
+) -> None:
+    """After a reboot a container still holds the URLs (token, ports) it was created with:
+    the proxy started again with `again=` serves exactly those, the old token included."""
+    agent_id, agent_key = platform.register(f"again-{tmp_path.name[-6:]}")
+    injection = boxnet.Injection(
+        boxnet.band_key_scopes(platform.rest_url), "proxy-managed", agent_key
+    )
+    env = {"BAND_REST_URL": platform.rest_url, "BAND_WS_URL": platform.ws_url}
+    try:
+        first = boxnet.start_proxy(tmp_path, None, env, [injection])
+        hostbox.stop(tmp_path)  # the reboot
+        assert processes.tagged_pids(boxnet.proxy_tag(tmp_path)) == []
+        again = boxnet.start_proxy(tmp_path, None, env, [injection], again=first)
+        assert again == first
+        me = httpx.get(f"{first['BAND_REST_URL']}/api/v1/agent/me",
+                       headers={"X-API-Key": "proxy-managed"})  # fmt: skip
+        assert me.status_code == 200
+        assert me.json()["data"]["id"] == agent_id
+        hostbox.stop(tmp_path)
+        made_up = {**first, "BAND_WS_URL": "ws://127.0.0.1:1/other-token/api/v1/socket/websocket"}
+        with pytest.raises(boxnet.ProxyError, match="disagree on their token"):
+            boxnet.start_proxy(tmp_path, None, env, [injection], again=made_up)
+        assert processes.tagged_pids(boxnet.proxy_tag(tmp_path)) == []
+    finally:
+        hostbox.stop(tmp_path)
+        platform.delete_agent(agent_id)
+
+
+@pytest.mark.parametrize("port", [-1, 65536, True, "8080", 1.5])
+def test_a_route_listens_only_on_a_port_number(port: object) -> None:
+    from bandkit.proxies.keyproxy import ConfigError, parse_config
+
+    route = {"upstream": "http://127.0.0.1:9", "paths": ["/api"], "swaps": [["p", "k", ["/api"]]]}
+    config = {"token": "t" * 32, "routes": [{**route, "port": port}]}
+    with pytest.raises(ConfigError, match="listening port"):
+        parse_config(config)
+    _, routes, _ = parse_config({**config, "routes": [{**route, "port": 8080}]})
+    assert routes[0].listen_port == 8080

@@ -10,7 +10,9 @@ import pytest
 
 from bandkit.manifest import Kind, Manifest, teardown
 from bandkit.runtimes.base import SandboxError, SandboxSpec, Secret
-from bandkit.runtimes.sbx import Grammar, SbxRuntime, parse_custom_table, parse_json, parse_version
+from bandkit.runtimes.sbx import Grammar, SbxRuntime, parse_version
+from bandkit.runtimes.sbx.cli import parse_json
+from bandkit.runtimes.sbx.secrets import parse_custom_table
 from tests.fakes.simharness import Sim, simulator
 
 CANARY = "canary-sk-runtime-3b7d91e0"
@@ -40,7 +42,7 @@ def test_parse_version_and_json_with_preamble() -> None:
 
 def test_version_is_detected_once(sim: Sim) -> None:
     rt = SbxRuntime()
-    assert rt.grammar is (
+    assert rt.cli.grammar is (
         Grammar.CURRENT if "0.47" in sim.env["SBX_SIM_VERSION"] else Grammar.LEGACY
     )
     rt.list()
@@ -51,7 +53,7 @@ def test_version_is_detected_once(sim: Sim) -> None:
 def test_too_old_version_is_refused(sim: Sim, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SBX_SIM_VERSION", "0.31.0")
     with pytest.raises(SandboxError, match="too old"):
-        _ = SbxRuntime().grammar
+        _ = SbxRuntime().cli.grammar
 
 
 def test_create_argv_per_grammar(sim: Sim, tmp_path: Path) -> None:
@@ -80,7 +82,7 @@ def test_secret_value_goes_by_stdin_where_the_version_allows(sim: Sim) -> None:
     rt = SbxRuntime()
     rt.set_secret("box", Secret("BAND_API_KEY", ("127.0.0.1",), CANARY))
     call = next(c for c in calls(sim) if c[:2] == ["secret", "set-custom"])
-    if rt.grammar is Grammar.CURRENT:
+    if rt.cli.grammar is Grammar.CURRENT:
         assert "--value" not in call
         assert call[2:4] == ["--sandbox", "box"]
         assert rt.warnings == []

@@ -2,9 +2,9 @@
 stops after the idle time and the kit's entrypoint (the agent) runs only while attached:
 create -> the agent answers a mention -> an idle period longer than the auto-stop -> it
 still answers -> its `sbx run` killed (the supervisor attaches again; the agent restarts)
--> answers -> the supervisor killed (start() replaces it) -> answers -> stop -> start ->
-answers -> teardown -> nothing left. Without the supervisor the agent never answers and
-the sandbox stops by itself."""
+-> answers -> teardown -> nothing left; and create -> answers -> the supervisor killed
+(start() replaces it) -> answers -> stop -> start -> answers -> teardown -> nothing left.
+Without the supervisor the agent never answers and the sandbox stops by itself."""
 
 from __future__ import annotations
 
@@ -15,15 +15,17 @@ import shutil
 import signal
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
+from bandkit import processes
 from bandkit.manifest import Kind, Manifest, Resource, teardown
-from bandkit.runtimes import processes, supervisor
 from bandkit.runtimes.base import SandboxSpec, SandboxStatus, Secret
-from bandkit.runtimes.sbx import SbxRuntime
+from bandkit.runtimes.sbx import SbxRuntime, supervisor
 from bandkit.runtimes.select import removers
 from tests.fakes.simharness import Sim, simulator, watchers
 from tests.runtimes.helpers import (
@@ -32,10 +34,11 @@ from tests.runtimes.helpers import (
     echo_workspace,
     make_kit,
     scratch_dir,
-    wait_for,
 )
+from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.slow
+# Restart drills on a real agent (sessions and supervisors killed, stop/start): e2e.
+pytestmark = pytest.mark.e2e
 
 IDLE_S = 3.0
 REPLY_S = 90.0
@@ -58,7 +61,7 @@ def spec_for(platform: Platform, scratch: Path, name: str, agent_id: str, key: s
     return SandboxSpec(
         name=name,
         workspaces=(ws,),
-        kit=str(make_kit(scratch)),  # spec.yaml in the legacy shape: staged as current
+        kit=str(make_kit(scratch)),  # spec.yaml in the current shape, used as it is
         env={**INSECURE, "BAND_REST_URL": platform.rest_url, "BAND_WS_URL": platform.ws_url},
         secrets=(Secret("BAND_API_KEY", (host,), key),),
         egress=(f"{host}:{urlsplit(platform.rest_url).port}",),
@@ -74,23 +77,36 @@ def answers(platform: Platform, rt: SbxRuntime, room: str, agent_id: str, name: 
 
 
 def session_pids(sim: Sim, name: str) -> list[int]:
-    found = []
     marker = f"SBX_SIM_STATE={sim.state}".encode()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmd = (entry / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-                env = (entry / "environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if cmd[-3:] == [b"run", b"--name", name.encode()] and marker in env:
-                found.append(int(entry.name))
-    return found
+
+    def session(p: processes.Proc) -> bool:
+        cmd = p.cmdline.rstrip(b"\0").split(b"\0")
+        return cmd[-3:] == [b"run", b"--name", name.encode()] and marker in p.environ
+
+    return processes.scan(session)
 
 
-def test_supervised_lifecycle_on_047(sim: Sim, platform: Platform, agent_sdk: None) -> None:
-    scratch = scratch_dir("rt-sup-")
-    name = f"sup-{secrets.token_hex(3)}"
+@dataclass
+class Supervised:
+    """A supervised sandbox whose agent has answered once, inside an open manifest."""
+
+    rt: SbxRuntime
+    name: str
+    room: str
+    agent_id: str
+    log: Path  # the supervisor's log
+
+    def answers(self, platform: Platform) -> None:
+        answers(platform, self.rt, self.room, self.agent_id, self.name)
+
+
+@contextmanager
+def supervised(sim: Sim, platform: Platform, prefix: str) -> Iterator[Supervised]:
+    """Create a supervised sandbox on simulated 0.47 and prove its agent answers; after the
+    body, tear the manifest down and check nothing is left: no sandbox, session,
+    supervisor, box, rule or idle watcher, and the agent key in no output or file."""
+    scratch = scratch_dir(f"rt-{prefix}-")
+    name = f"{prefix}-{secrets.token_hex(3)}"
     manifest_path = scratch / "run" / "manifest.json"
     agent_id, key = platform.register(name)
     try:
@@ -100,47 +116,20 @@ def test_supervised_lifecycle_on_047(sim: Sim, platform: Platform, agent_sdk: No
             rt.create(spec_for(platform, scratch, name, agent_id, key))
             staged = json.loads(sim("ls", "--json").stdout)["sandboxes"][0]
             assert staged["status"] == "running"
-            room = platform.room_with(agent_id)
-            answers(platform, rt, room, agent_id, name)
-
-            time.sleep(IDLE_S * 2)  # the property under test: an idle period past auto-stop
-            assert rt.status(name) is SandboxStatus.RUNNING
-            answers(platform, rt, room, agent_id, name)
-
-            _, log = supervisor.paths(rt.supervisors_dir, name)
-            found = session_pids(sim, name)
-            assert len(found) == 1, log.read_text()[-4000:]
-            os.kill(found[0], signal.SIGKILL)
-            wait_for(lambda: "(run 2)" in log.read_text(), 30, "the supervisor's restart")
-            answers(platform, rt, room, agent_id, name)
-
-            first = supervisor.verified_pid(rt.supervisors_dir, name, rt.supervisor_tag(name))
-            assert first is not None
-            os.kill(first, signal.SIGKILL)  # its `sbx run` loses the pty: SIGHUP
-            wait_for(lambda: not session_pids(sim, name), 30, "the session to end")
-            rt.start(name)
-            answers(platform, rt, room, agent_id, name)
-
-            began = time.monotonic()
-            rt.stop(name)
-            stopped_s = time.monotonic() - began
-            assert rt.status(name) is SandboxStatus.STOPPED
-            began = time.monotonic()
-            rt.start(name)
-            started_s = time.monotonic() - began
-            assert rt.status(name) is SandboxStatus.RUNNING
-            answers(platform, rt, room, agent_id, name)
-            assert "launch" in rt.logs(name).startup.lower()
+            box = Supervised(
+                rt,
+                name,
+                platform.room_with(agent_id),
+                agent_id,
+                supervisor.paths(rt.supervisors_dir, name)[1],
+            )
+            box.answers(platform)
+            yield box
 
             def remove_agent(resource: Resource) -> None:
                 platform.delete_agent(resource.details["id"])
 
-            began = time.monotonic()
             report = teardown(manifest, {**removers([rt]), Kind.AGENT: remove_agent})
-            print(
-                f"sbx 0.47 supervised: stop {stopped_s:.1f} s, start {started_s:.1f} s, "
-                f"teardown {time.monotonic() - began:.1f} s"
-            )
             assert report.clean, report.lines()
             assert {Kind.SANDBOX, Kind.SECRET, Kind.AGENT, Kind.PROCESS} <= {
                 r.kind for r in report.removed
@@ -162,6 +151,46 @@ def test_supervised_lifecycle_on_047(sim: Sim, platform: Platform, agent_sdk: No
         if any(a["id"] == agent_id for a in platform.agents()):
             platform.delete_agent(agent_id)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_the_agent_outlives_the_idle_stop_and_a_killed_session(
+    sim: Sim, platform: Platform, agent_sdk: None
+) -> None:
+    with supervised(sim, platform, "sup-idle") as box:
+        time.sleep(IDLE_S * 2)  # the property under test: an idle period past auto-stop
+        assert box.rt.status(box.name) is SandboxStatus.RUNNING
+        box.answers(platform)
+
+        found = session_pids(sim, box.name)
+        assert len(found) == 1, box.log.read_text()[-4000:]
+        os.kill(found[0], signal.SIGKILL)
+        wait_for(lambda: "(run 2)" in box.log.read_text(), 30, "the supervisor's restart")
+        box.answers(platform)
+
+
+def test_a_killed_supervisor_is_replaced_and_stop_start_keeps_the_agent(
+    sim: Sim, platform: Platform, agent_sdk: None
+) -> None:
+    with supervised(sim, platform, "sup-restart") as box:
+        rt, name = box.rt, box.name
+        first = supervisor.verified_pid(rt.supervisors_dir, name, rt.supervisor_tag(name))
+        assert first is not None
+        os.kill(first, signal.SIGKILL)  # its `sbx run` loses the pty: SIGHUP
+        wait_for(lambda: not session_pids(sim, name), 30, "the session to end")
+        rt.start(name)
+        box.answers(platform)
+
+        began = time.monotonic()
+        rt.stop(name)
+        stopped_s = time.monotonic() - began
+        assert rt.status(name) is SandboxStatus.STOPPED
+        began = time.monotonic()
+        rt.start(name)
+        started_s = time.monotonic() - began
+        assert rt.status(name) is SandboxStatus.RUNNING
+        box.answers(platform)
+        assert "launch" in rt.logs(name).startup.lower()
+        print(f"sbx 0.47 supervised: stop {stopped_s:.1f} s, start {started_s:.1f} s")
 
 
 def test_without_the_supervisor_the_agent_never_answers(

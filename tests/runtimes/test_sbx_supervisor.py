@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from bandkit import processes
 from bandkit.manifest import Kind, Manifest, teardown
-from bandkit.runtimes import processes, supervisor
 from bandkit.runtimes.base import SandboxSpec, SandboxStatus
-from bandkit.runtimes.sbx import SbxRuntime
+from bandkit.runtimes.sbx import SbxRuntime, supervisor
 from bandkit.runtimes.select import removers
 from tests.fakes.simharness import Sim, simulator, watchers
-from tests.runtimes.helpers import wait_for
+from tests.support.wait import wait_for
 
 IDLE_S = 1.5
 CANARY = "canary-user-key-sup-6d1e0b3a"
@@ -166,24 +166,20 @@ def sup_pid(rt: SbxRuntime, name: str) -> int | None:
 
 def attach_pids(sim: Sim) -> list[int]:
     """Pids of `sbx run` sessions (the supervisor's children)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmd = (entry / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-                env = (entry / "environ").read_bytes()
-            except OSError:
-                continue
-            marker = f"SBX_SIM_STATE={sim.state}".encode()
-            if cmd[-3:] == [b"run", b"--name", b"box"] and marker in env.split(b"\0"):
-                found.append(int(entry.name))
-    return found
+    marker = f"SBX_SIM_STATE={sim.state}".encode()
+
+    def session(p: processes.Proc) -> bool:
+        cmd = p.cmdline.rstrip(b"\0").split(b"\0")
+        return cmd[-3:] == [b"run", b"--name", b"box"] and marker in p.environ
+
+    return processes.scan(session)
 
 
 def environ(pid: int) -> bytes:
-    return (Path("/proc") / str(pid) / "environ").read_bytes()
+    return b"\0".join(processes.environ(pid) or ())
 
 
+@pytest.mark.e2e  # a restart drill: the agent's session and supervisor killed, restarted
 def test_the_supervised_sandbox_survives_idle_and_restarts(
     sim: Sim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

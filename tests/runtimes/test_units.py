@@ -93,7 +93,7 @@ def test_generic_removers_for_workspaces_and_processes(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from bandkit.runtimes import processes
+    from bandkit import processes
 
     workspace = tmp_path / "staged"
     workspace.mkdir()

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,7 +19,9 @@ from urllib.parse import urlsplit
 import h11
 import pytest
 
-from bandkit.runtimes import boxnet, processes
+from bandkit import processes
+from bandkit.runtimes import boxnet
+from tests.support.wait import wait_for
 
 CANARY = "canary-key-5f0c1a9e7d3b42c8a6e1f09b3d7c5a21"  # the agent key of box A
 CANARY_B = "canary-key-b-0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b"  # box B's
@@ -29,9 +34,15 @@ class EchoUpstream:
 
     Every request is answered 200 with each request header echoed back as an
     `x-echo-<name>` response header and, as JSON, in the body. A WebSocket upgrade gets
-    101, then the server sends `sent:<its x-api-key>` and echoes raw bytes. `raw` is every
-    byte received on every connection, `requests` every parsed request, in order.
+    101, then the server sends `sent:<its x-api-key>` and echoes raw bytes; with
+    `split_after` set, the key goes out in two writes `split_after` seconds apart (the
+    first `SPLIT_AT` bytes, then the rest), and with `close_after_half` the connection
+    ends after the first; with `ws_script` it sends those (delay, bytes) instead, then
+    echoes. `raw` is every byte received on every connection, `requests` every parsed
+    request, in order.
     """
+
+    SPLIT_AT = 20
 
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.host = host
@@ -39,6 +50,9 @@ class EchoUpstream:
         self.requests: list[tuple[bytes, bytes, list[tuple[bytes, bytes]], bytes]] = []
         self.connections = 0
         self.chunked_body: list[bytes] = []  # when set: answer with these chunks instead
+        self.split_after: float | None = None
+        self.close_after_half = False
+        self.ws_script: list[tuple[float, bytes]] = []
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._loop = asyncio.new_event_loop()
@@ -65,6 +79,9 @@ class EchoUpstream:
             self.requests.clear()
             self.connections = 0
             self.chunked_body = []
+            self.split_after = None
+            self.close_after_half = False
+            self.ws_script = []
 
     def received(self) -> bytes:
         with self._lock:
@@ -158,8 +175,23 @@ class EchoUpstream:
         switch = h11.InformationalResponse(
             status_code=101, headers=[(b"upgrade", b"websocket"), (b"connection", b"Upgrade")]
         )
-        writer.write((conn.send(switch) or b"") + b"sent:" + key + b"\n")
-        await writer.drain()
+        if self.ws_script:
+            writer.write(conn.send(switch) or b"")
+            for delay, data in self.ws_script:
+                await asyncio.sleep(delay)
+                writer.write(data)
+                await writer.drain()
+        elif self.split_after is None:
+            writer.write((conn.send(switch) or b"") + b"sent:" + key + b"\n")
+            await writer.drain()
+        else:  # the key in two writes, far apart (or the stream ends in the middle)
+            writer.write((conn.send(switch) or b"") + b"sent:" + key[: self.SPLIT_AT])
+            await writer.drain()
+            if self.close_after_half:
+                return
+            await asyncio.sleep(self.split_after)
+            writer.write(key[self.SPLIT_AT :] + b"\n")
+            await writer.drain()
         rest = conn.trailing_data[0]
         if rest:
             writer.write(rest)
@@ -204,12 +236,52 @@ def start_box(
     env: dict[str, str],
     key: str = CANARY,
     workspace: Path | None = None,
-    hosts: tuple[str, ...] = ("127.0.0.1",),
+    scopes: tuple[str, ...] | None = None,
 ) -> Box:
+    """A box's proxy with an agent key scoped as provisioning scopes it (the platform
+    `env` names; none when it names none) unless `scopes` says otherwise."""
     root.mkdir(parents=True, exist_ok=True)
-    injection = boxnet.Injection(hosts, PLACEHOLDER, key)
+    if scopes is None:
+        rest, ws = env.get("BAND_REST_URL"), env.get("BAND_WS_URL", "")
+        scopes = boxnet.band_key_scopes(rest, ws) if rest else ()
+    injection = boxnet.Injection(scopes, PLACEHOLDER, key)
     urls = boxnet.start_proxy(root, workspace or root, env, [injection])
     return Box(root, urls, key)
+
+
+@dataclass
+class RawProxy:
+    """A `keyproxy` process started directly with a config a test chose (its limits)."""
+
+    proc: subprocess.Popen[bytes]
+    ports: list[int]
+    token: str
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(WAIT_S)
+
+
+def run_keyproxy(tmp: Path, upstream: EchoUpstream, **extra: object) -> RawProxy:
+    """The credential proxy for one agent-API route to `upstream`, `extra` added to its
+    config (e.g. `head_timeout_s`, `max_clients`)."""
+    token = secrets.token_urlsafe(32)
+    route = {
+        "upstream": upstream.url,
+        "paths": ["/api/v1/agent"],
+        "swaps": [[PLACEHOLDER, CANARY, ["/api/v1/agent"]]],
+    }
+    ports_file = tmp / "ports.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bandkit.proxies.keyproxy", str(ports_file)],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps({"token": token, "routes": [route], **extra}).encode())
+    proc.stdin.close()
+    wait_for(ports_file.exists, timeout=WAIT_S, what="the proxy's ports file")
+    return RawProxy(proc, json.loads(ports_file.read_text())["ports"], token)
 
 
 def exchange(port: int, data: bytes, *, timeout: float = WAIT_S) -> bytes:

@@ -13,152 +13,30 @@ network), and the agent key (the canary) is in no inspect output, log or manifes
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
-import secrets
-import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
-from bandkit.manifest import Manifest, teardown
-from bandkit.runtimes import egress, hostbox
-from bandkit.runtimes.base import SandboxSpec, Secret
-from bandkit.runtimes.docker import (
-    ENTRYPOINT_CAPS,
-    LABEL,
-    MEMORY_LIMIT,
-    OWNER_LABEL,
-    PIDS_LIMIT,
-    DockerRuntime,
+from bandkit.runtimes.base import SandboxError
+from bandkit.runtimes.docker import LABEL, OWNER_LABEL, DockerRuntime
+from bandkit.runtimes.docker.identity import GID_ENV, GID_RANGE, draw_gid, host_has_gid
+from bandkit.runtimes.docker.runtime import ENTRYPOINT_CAPS, MEMORY_LIMIT, PIDS_LIMIT
+from tests.security.support import (
+    CANARY,
+    WORKSPACES,
+    Sandbox,
+    fake_docker,
+    hostile_sandbox,
+    spec_for,
+    stop_box_processes,
 )
-from tests.fakes.iptables import FakeIptables, fake_iptables
-from tests.runtimes.helpers import (
-    INSECURE,
-    Platform,
-    echo_workspace,
-    emulator,
-    scratch_dir,
-)
-
-CANARY = "canary-docker-custody-8d2f4b6a1c3e5f70"
-
-# -- a recording stand-in for the docker CLI (no daemon needed)
-FAKE_DOCKER = r"""#!{python}
-import json, os, sys
-state_path = {state!r}
-state = json.load(open(state_path)) if os.path.exists(state_path) else {{
-    "containers": {{}}, "networks": {{}}, "calls": [], "created": []}}
-args = sys.argv[1:]
-state["calls"].append(args)
-
-def save():
-    json.dump(state, open(state_path, "w"))
-
-def labels(argv):
-    out = {{}}
-    for i, a in enumerate(argv):
-        if a == "--label":
-            k, _, v = argv[i + 1].partition("=")
-            out[k] = v
-    return out
-
-def fail(msg):
-    save(); sys.stderr.write(msg + "\n"); sys.exit(1)
-
-if args[0] == "inspect":
-    name, fmt = args[-1], args[args.index("--format") + 1]
-    box = state["containers"].get(name)
-    if box is None:
-        fail(f"Error: No such container: {{name}}")
-    print("true" if box["running"] else "false") if "Running" in fmt else print(
-        json.dumps(box["labels"]))
-elif args[:2] == ["network", "create"]:
-    state["networks"][args[-1]] = labels(args)
-elif args[:2] == ["network", "inspect"]:
-    name, fmt = args[-1], args[args.index("--format") + 1]
-    if name not in state["networks"]:
-        fail(f"Error: network {{name}} not found")
-    print(json.dumps([{{"Subnet": "127.0.0.0/8", "Gateway": "127.0.0.1"}}]) if "IPAM" in fmt
-          else '"%s" {{}}' % ("0f" * 32) if ".Id" in fmt
-          else json.dumps(state["networks"][name]))
-elif args[:2] == ["network", "rm"]:
-    state["networks"].pop(args[-1], None)
-elif args[0] == "create":
-    name = args[args.index("--name") + 1]
-    env_file = args[args.index("--env-file") + 1]
-    state["created"].append({{"argv": args, "env": open(env_file).read()}})
-    state["containers"][name] = {{"labels": labels(args), "running": False}}
-elif args[0] == "start":
-    state["containers"][args[-1]]["running"] = True
-elif args[0] == "stop":
-    state["containers"][args[-1]]["running"] = False
-elif args[:2] == ["rm", "--force"]:
-    state["containers"].pop(args[-1], None)
-elif args[0] == "ps":
-    print("\n".join(state["containers"]))
-save()
-"""
-
-
-@dataclass
-class FakeDocker:
-    binary: Path
-    state: Path
-    iptables: FakeIptables  # the host firewall's stand-in (DockerRuntime(firewall=...))
-
-    def data(self) -> dict[str, Any]:
-        if not self.state.exists():
-            return {"containers": {}, "networks": {}, "calls": [], "created": []}
-        loaded: dict[str, Any] = json.loads(self.state.read_text())
-        return loaded
-
-    def add_container(self, name: str, labels: dict[str, str]) -> None:
-        data = self.data()
-        data["containers"][name] = {"labels": labels, "running": False}
-        self.state.write_text(json.dumps(data))
-
-
-def fake_docker(directory: Path) -> FakeDocker:
-    directory.mkdir(parents=True, exist_ok=True)
-    binary, state = directory / "docker", directory / "docker-state.json"
-    binary.write_text(FAKE_DOCKER.format(python=sys.executable, state=str(state)))
-    binary.chmod(0o755)
-    return FakeDocker(binary, state, fake_iptables(directory / "iptables"))
-
-
-def stop_box_processes(run: Path, name: str) -> None:
-    box = run / "docker" / name
-    hostbox.stop(box)
-    egress.stop(box)
-
-
-def spec_for(ws: Path, name: str = "box-1") -> SandboxSpec:
-    return SandboxSpec(
-        name=name,
-        workspaces=(ws,),
-        env={
-            **INSECURE,
-            "BAND_REST_URL": "http://127.0.0.1:9",
-            "BAND_WS_URL": "ws://127.0.0.1:9/api/v1/socket/websocket",
-        },
-        secrets=(Secret("BAND_API_KEY", ("127.0.0.1",), CANARY),),
-    )
-
-
-WORKSPACES = {
-    "no-credentials-section": "schemaVersion: '1'\nagent: {id: a1}\n",
-    "yaml-error": "schemaVersion: '1'\ncredentials: [unclosed\n",
-    "env-file-tier-in-workspace": (
-        "schemaVersion: '1'\ncredentials:\n  source: workspace-env-file\n  path: s.env\n"
-    ),
-}
+from tests.support.wait import wait_for
 
 
 @pytest.mark.parametrize("band_yaml", list(WORKSPACES.values()), ids=list(WORKSPACES))
@@ -217,7 +95,8 @@ def test_the_create_argv_is_hardened(tmp_path: Path) -> None:
     argv = data["created"][0]["argv"]
     pairs = list(itertools.pairwise(argv))
     [network] = data["networks"]
-    assert data["calls"][1][:5] == ["network", "create", "--driver", "bridge", "--internal"]
+    [net_create] = [call for call in data["calls"] if call[:2] == ["network", "create"]]
+    assert net_create[:5] == ["network", "create", "--driver", "bridge", "--internal"]
     assert ("--network", network) in pairs
     assert "host" not in [b for a, b in pairs if a == "--network"]
     assert ("--cap-drop", "ALL") in pairs
@@ -232,119 +111,114 @@ def test_the_create_argv_is_hardened(tmp_path: Path) -> None:
     assert "NO_PROXY=localhost,127.0.0.1,::1\n" in env  # the container's own loopback only
 
 
+def test_the_image_is_checked_through_the_runtimes_own_docker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon the runtime targets answers for the image, not whatever `docker` is first
+    on PATH (here one that has no image at all)."""
+    fake = fake_docker(tmp_path / "bin")
+    other = tmp_path / "path" / "docker"
+    other.parent.mkdir()
+    other.write_text("#!/bin/sh\necho 'Error: No such image' >&2\nexit 1\n")
+    other.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{other.parent}:/usr/bin:/bin")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "band.yaml").write_text(WORKSPACES["no-credentials-section"])
+    rt = DockerRuntime(tmp_path / "run", binary=str(fake.binary), firewall=fake.iptables.tools)
+    try:
+        rt.create(spec_for(ws))
+    finally:
+        stop_box_processes(tmp_path / "run", "box-1")
+    image_check = ["image", "inspect", "--format", "{{json .Config.Labels}}"]
+    assert [*image_check, "band-python-kit:local"] in fake.data()["calls"]
+    missing = dataclasses.replace(spec_for(ws, "box-2"), image="band-python-kit:missing")
+    with pytest.raises(SandboxError, match=r"image band-python-kit:missing is missing; run `uv"):
+        rt.create(missing)
+    assert "box-2" not in fake.data()["containers"]
+
+
+# -- the agent's gid: one of the box's own, which no host account has
+def test_each_box_gets_a_gid_no_host_account_has_and_exec_uses_it(tmp_path: Path) -> None:
+    fake = fake_docker(tmp_path / "bin")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "band.yaml").write_text(WORKSPACES["no-credentials-section"])
+    rt = DockerRuntime(tmp_path / "run", binary=str(fake.binary), firewall=fake.iptables.tools)
+    try:
+        rt.create(spec_for(ws, "box-1"))
+        rt.create(spec_for(ws, "box-2"))
+    finally:
+        stop_box_processes(tmp_path / "run", "box-1")
+        stop_box_processes(tmp_path / "run", "box-2")
+    gids = []
+    for created in fake.data()["created"]:
+        env = dict(line.split("=", 1) for line in created["env"].splitlines())
+        gids.append(int(env[GID_ENV]))
+    low, high = GID_RANGE
+    assert all(low <= gid < high and not host_has_gid(gid) for gid in gids)
+    assert gids[0] != gids[1]
+    for name, gid in zip(("box-1", "box-2"), gids, strict=True):
+        owner = json.loads((tmp_path / "run" / "docker" / name / "owner.json").read_text())
+        assert owner["gid"] == gid  # recorded before the container exists
+        rt.exec(name, ["true"])
+        assert fake.data()["calls"][-1][:3] == ["exec", "--user", f"1000:{gid}"]
+
+
+def test_an_image_whose_entrypoint_ignores_the_gid_is_refused_before_anything_is_made(
+    tmp_path: Path,
+) -> None:
+    fake = fake_docker(tmp_path / "bin")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    stale = dataclasses.replace(spec_for(ws), image="band-python-kit:stale")
+    rt = DockerRuntime(tmp_path / "run", binary=str(fake.binary), firewall=fake.iptables.tools)
+    with pytest.raises(SandboxError, match=r"predates per-box agent gids.*rebuild it"):
+        rt.create(stale)
+    assert fake.data()["networks"] == {}
+    assert fake.data()["created"] == []
+
+
+def test_a_remapping_daemon_keeps_the_images_gid(tmp_path: Path) -> None:
+    """With userns-remap (or rootless Docker) container ids are not the host's, and a
+    remapped range has no room for a high gid: the agent keeps gid 1000."""
+    fake = fake_docker(tmp_path / "bin")
+    fake.set_security_options(["name=seccomp,profile=default", "name=userns"])
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    rt = DockerRuntime(tmp_path / "run", binary=str(fake.binary), firewall=fake.iptables.tools)
+    try:
+        rt.create(spec_for(ws))
+    finally:
+        stop_box_processes(tmp_path / "run", "box-1")
+    [created] = fake.data()["created"]
+    assert f"{GID_ENV}=1000\n" in created["env"]
+    rt.exec("box-1", ["true"])
+    assert fake.data()["calls"][-1][:3] == ["exec", "--user", "1000"]
+
+
+def test_a_gid_some_host_account_has_or_could_map_is_never_drawn(tmp_path: Path) -> None:
+    assert host_has_gid(0)  # root's group
+    subgid = tmp_path / "subgid"
+    subgid.write_text("someone:300000000:65536\n")
+    assert host_has_gid(300000100, subgid)
+    assert not host_has_gid(300065536, subgid)
+    taken = {GID_RANGE[0] + n for n in range(10)}
+    seen = {draw_gid(lambda gid: gid in taken or gid % 2 == 0) for _ in range(50)}
+    assert all(gid % 2 for gid in seen)
+    assert not seen & taken
+    with pytest.raises(SandboxError, match="found no gid"):
+        draw_gid(lambda gid: True)
+
+
 # -- a real sandbox
-def build_kit_image() -> str:
-    from bandkit.dockercli import docker_answers
-    from bandkit.image import bases as image_bases
-    from bandkit.image import build as image_build
-    from bandkit.image.facts import host_arch
-
-    if not docker_answers():
-        pytest.fail("no Docker daemon answers: `uv run invoke ci.prepare --lane docker_tests`")
-    image_bases.ensure_bases((host_arch(),))
-    bundle = Path("/etc/ssl/certs/ca-certificates.crt")
-    request = image_build.BuildRequest(
-        tag="band-python-kit:securitytest",
-        base="local",
-        build_ca=(bundle,) if bundle.is_file() else (),
-    )
-    return image_build.build(request, progress=lambda _line: None)[0].tag
-
-
-@dataclass
-class Sandbox:
-    """A docker sandbox laid out as kit.provision lays it out (so kit.* tasks find it)."""
-
-    name: str
-    run_dir: Path
-    manifest: Path
-    runtime: DockerRuntime  # without a manifest: for reading
-    platform: Platform
-    agent_id: str
-    key: str
-    scratch: Path
-
-    def inspect(self) -> dict[str, Any]:
-        out = subprocess.run(
-            ["docker", "inspect", "--type", "container", self.name],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=60,
-        ).stdout
-        data: dict[str, Any] = json.loads(out)[0]
-        return data
-
-
-def drop_credentials_section(ws: Path) -> None:
-    from ruamel.yaml import YAML
-
-    yaml = YAML()
-    config = yaml.load((ws / "band.yaml").read_text())
-    del config["credentials"]
-    with (ws / "band.yaml").open("w") as fh:
-        yaml.dump(config, fh)
-
-
-@contextmanager
-def hostile_sandbox(image: str, prefix: str) -> Iterator[Sandbox]:
-    """A running echo agent in a docker sandbox whose workspace has no `credentials:`
-    section; torn down from its manifest afterwards (the teardown must be clean)."""
-    scratch = scratch_dir(prefix)
-    name = f"sec-{secrets.token_hex(3)}"
-    run = scratch / "run"
-    manifest = run / "provision" / name / "manifest.json"
-    with emulator(scratch / "emulator") as platform:
-        agent_id, key = platform.register(name)
-        try:
-            ws = echo_workspace(
-                scratch, agent_id=agent_id, rest_url=platform.rest_url, ws_url=platform.ws_url
-            )
-            drop_credentials_section(ws)
-            spec = SandboxSpec(
-                name=name,
-                workspaces=(ws,),
-                image=image,
-                env={
-                    **INSECURE,
-                    "BAND_REST_URL": platform.rest_url,
-                    "BAND_WS_URL": platform.ws_url,
-                },
-                secrets=(Secret("BAND_API_KEY", ("127.0.0.1",), key),),
-            )
-            with Manifest.open(manifest, secrets=[key]) as m:
-                DockerRuntime(run / "runtimes" / "docker", manifest=m).create(spec)
-            yield Sandbox(
-                name,
-                run,
-                manifest,
-                DockerRuntime(run / "runtimes" / "docker"),
-                platform,
-                agent_id,
-                key,
-                scratch,
-            )
-            with Manifest.open(manifest, secrets=[key]) as m:
-                report = teardown(
-                    m, DockerRuntime(run / "runtimes" / "docker", manifest=m).removers()
-                )
-            assert report.clean, report.lines()
-        finally:
-            if manifest.exists():
-                with Manifest.open(manifest) as m:
-                    teardown(m, DockerRuntime(run / "runtimes" / "docker", manifest=m).removers())
-            platform.delete_agent(agent_id)
-            shutil.rmtree(scratch, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with hostile_sandbox(build_kit_image(), "sec-custody-") as box:
+def sandbox(kit_image: str) -> Iterator[Sandbox]:
+    with hostile_sandbox(kit_image, "sec-custody-") as box:
         yield box
 
 
 @pytest.mark.docker
-@pytest.mark.slow
 def test_the_agent_answers_through_its_egress_and_credential_proxies(sandbox: Sandbox) -> None:
     room = sandbox.platform.room_with(sandbox.agent_id)
     try:
@@ -360,7 +234,6 @@ def test_the_agent_answers_through_its_egress_and_credential_proxies(sandbox: Sa
 
 
 @pytest.mark.docker
-@pytest.mark.slow
 def test_no_credentials_section_still_keeps_the_key_out_of_inspect_logs_and_manifests(
     sandbox: Sandbox,
 ) -> None:
@@ -384,7 +257,6 @@ def test_no_credentials_section_still_keeps_the_key_out_of_inspect_logs_and_mani
 
 
 @pytest.mark.docker
-@pytest.mark.slow
 def test_the_container_hardening_is_visible_in_docker_inspect(sandbox: Sandbox) -> None:
     data = sandbox.inspect()
     host = data["HostConfig"]
@@ -412,3 +284,92 @@ def test_the_container_hardening_is_visible_in_docker_inspect(sandbox: Sandbox) 
     assert fields["NoNewPrivs"].strip() == "1"
     assert int(fields["CapBnd"], 16) == 0
     assert int(fields["CapEff"], 16) == 0
+
+
+# What a host process of uid 1000 tries on every process of the container: its
+# environment, the container's pid 1 through its root, and its memory. The token comes
+# on stdin (never argv); one JSON report on stdout.
+PROBE = r"""
+import json, os, sys
+token = sys.stdin.read().strip().encode()
+report = {"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(), "pids": {}}
+
+def memory(pid):
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            start, end = (int(x, 16) for x in span.split("-"))
+            if "r" not in perms or end - start > 64 << 20:
+                continue
+            try:
+                mem.seek(start)
+                if token in mem.read(end - start):
+                    return token
+            except (OSError, OverflowError, ValueError):
+                continue
+    return b""
+
+for pid in sys.argv[1:]:
+    seen = report["pids"][pid] = {}
+    for name, read in (
+        ("environ", lambda: open(f"/proc/{pid}/environ", "rb").read()),
+        ("root", lambda: open(f"/proc/{pid}/root/proc/1/environ", "rb").read()),
+        ("memory", lambda: memory(pid)),
+    ):
+        try:
+            seen[name] = "TOKEN" if token in read() else "read"
+        except OSError as exc:
+            seen[name] = exc.strerror or type(exc).__name__
+print(json.dumps(report))
+"""
+
+
+def container_pids(name: str) -> list[str]:
+    out = subprocess.run(
+        ["docker", "top", name, "-eo", "pid"], capture_output=True, text=True, check=True
+    ).stdout
+    return [line.strip() for line in out.splitlines()[1:] if line.strip().isdigit()]
+
+
+def host_ids(pid: str) -> tuple[str, str]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    return fields["Uid"].split()[0], fields["Gid"].split()[0]
+
+
+@pytest.mark.docker
+def test_a_host_process_of_uid_1000_cannot_take_the_agents_proxy_token(sandbox: Sandbox) -> None:
+    """Without a user namespace the agent is host uid 1000 too. A host process of that uid
+    reads nothing of the agent's or an exec'd process's (environment, memory, root), so
+    it never sees the credential proxy's per-box token in BAND_REST_URL."""
+    python = next(p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if Path(p).exists())
+    env = dict(item.split("=", 1) for item in sandbox.inspect()["Config"]["Env"])
+    token = urlsplit(env["BAND_REST_URL"]).path.split("/")[1]
+    assert len(token) >= 32, "the platform route carries the proxy token"
+    sandbox.runtime.exec(sandbox.name, ["sleep", "600"], detach=True)
+    wait_for(
+        lambda: len(container_pids(sandbox.name)) >= 2,
+        60,
+        "the agent and an exec'd process in the container",
+    )
+    first = str(sandbox.inspect()["State"]["Pid"])  # the entrypoint, then the launcher
+    wait_for(lambda: host_ids(first)[0] == "1000", 60, "the entrypoint dropping to uid 1000")
+    ids = {pid: host_ids(pid) for pid in container_pids(sandbox.name)}
+    assert {uid for uid, _ in ids.values()} == {"1000"}  # the very uid the probe runs as
+    as_uid_1000 = ["setpriv", "--reuid", "1000", "--regid", "1000", "--clear-groups"]
+    probe = subprocess.run(
+        [*as_uid_1000, python, "-I", "-c", PROBE, *ids],
+        input=token,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd="/",
+    )
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    report = json.loads(probe.stdout)
+    assert (report["uid"], report["gid"], report["groups"]) == (1000, 1000, [])
+    leaks = {pid: seen for pid, seen in report["pids"].items() if "TOKEN" in seen.values()}
+    assert leaks == {}, f"a host process of uid 1000 read the token: {leaks}"
+    assert all(seen["environ"] == "Permission denied" for seen in report["pids"].values())
+    assert all(gid != "1000" for _, gid in ids.values()), ids  # the box's own gid

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from bandkit.runtimes import hostguard
-from tests.security.test_docker_custody import build_kit_image, hostile_sandbox
+from tests.security.support import hostile_sandbox
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = pytest.mark.docker
 
 DEADLINE_S = 2.0  # per probe; they run in parallel inside the container
 PROBE = r"""
@@ -61,7 +61,7 @@ def icmp_probe():
         out["icmp"] = "blocked: " + type(exc).__name__
 
 def proxy_probe():
-    url = os.environ["BAND_REST_URL"] + "/api/v1/me"  # through HTTP_PROXY (the egress proxy)
+    url = os.environ["BAND_REST_URL"] + "/api/v1/agent/me"  # via HTTP_PROXY (the egress proxy)
     try:
         with urllib.request.urlopen(url, timeout=10) as r:
             out["proxy"] = [r.status, r.read(200).decode(errors="replace")]
@@ -190,12 +190,14 @@ def plant_foreign(tools: hostguard.Tools, bridge: str, chain: str) -> list[list[
     return [["-D", "INPUT", *rule], ["-F", similar], ["-X", similar]]
 
 
-def test_the_sandbox_reaches_the_host_only_at_its_egress_proxy(services: HostServices) -> None:
+def test_the_sandbox_reaches_the_host_only_at_its_egress_proxy(
+    services: HostServices, kit_image: str
+) -> None:
     tools = hostguard.Tools.find()
     tcp, udp = services.ports
     undo: list[list[str]] = []
     try:
-        with hostile_sandbox(build_kit_image(), "sec-hostfw-") as box:
+        with hostile_sandbox(kit_image, "sec-hostfw-") as box:
             network, gateway = sandbox_network(box.name)
             _network_id, bridge = hostguard.network_facts("docker", network)
             argv = ["/opt/band/venv/bin/python", "-c", PROBE, gateway, other_host_address(bridge)]

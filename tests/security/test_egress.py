@@ -6,101 +6,32 @@ runtime does it. All traffic stays on 127.0.0.1."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bandkit.kit import policy
 from bandkit.manifest import Manifest
-from bandkit.runtimes import egress
+from bandkit.proxies import egress
 from tests.security.conftest import EchoUpstream
-from tests.security.test_docker_custody import Sandbox, build_kit_image, hostile_sandbox
+from tests.security.support import (
+    Sandbox,
+    closed_port,
+    egress_proxy,
+    exchange,
+    get,
+    hostile_sandbox,
+    status,
+    tunnel,
+)
 
 WAIT_S = 10.0
 CANARY = "canary-egress-proxy-auth-3c9e1f"
-
-
-@dataclass
-class Running:
-    box: Path
-    port: int
-
-    def events(self) -> list[dict[str, object]]:
-        return egress.read_log(self.box)
-
-
-@contextlib.asynccontextmanager
-async def proxy(
-    box: Path, rules: Sequence[str], *, clients: str = "127.0.0.0/8"
-) -> AsyncIterator[Running]:
-    """The proxy served in this event loop (a runtime runs the same code as a process)."""
-    config = egress.Config(
-        sandbox="box-1",
-        listen="127.0.0.1",
-        port=0,
-        clients=clients,
-        rules=[{"rule": r, "source": "sandbox"} for r in rules],
-        grants=str(box / egress.GRANTS_NAME),
-        log=str(box / egress.LOG_NAME),
-        ports_file=str(box / egress.PORTS_NAME),
-    )
-    ready = asyncio.Event()
-    task = asyncio.ensure_future(egress.serve(config, ready=ready))
-    await asyncio.wait_for(ready.wait(), WAIT_S)
-    port = json.loads((box / egress.PORTS_NAME).read_text())["port"]
-    try:
-        yield Running(box, port)
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-async def exchange(port: int, data: bytes) -> bytes:
-    """Send `data` on a fresh connection; everything received until the proxy closes."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(data)
-        await writer.drain()
-        return await asyncio.wait_for(reader.read(), WAIT_S)
-    except ConnectionResetError:
-        return b""  # closed with our bytes unread: nothing was answered
-    finally:
-        writer.close()
-
-
-async def tunnel(port: int, target: str, inner: bytes) -> tuple[bytes, bytes]:
-    """CONNECT to `target`, then send `inner` through; (proxy answer, what came back)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-        await writer.drain()
-        answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), WAIT_S)
-        if b" 200 " not in answer.split(b"\r\n", 1)[0] + b" ":
-            return answer + await asyncio.wait_for(reader.read(), WAIT_S), b""
-        writer.write(inner)
-        await writer.drain()
-        return answer, await asyncio.wait_for(reader.read(), WAIT_S)
-    finally:
-        writer.close()
-
-
-def status(response: bytes) -> int:
-    parts = response.split(b"\r\n", 1)[0].split(b" ")
-    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
-
-
-def get(target: str, *extra: str) -> bytes:
-    lines = [f"GET {target} HTTP/1.1", "Host: somewhere.else", *extra, "", ""]
-    return "\r\n".join(lines).encode()
 
 
 @pytest.fixture
@@ -110,21 +41,12 @@ def box(tmp_path: Path) -> Path:
     return path
 
 
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 # -- CONNECT
 async def test_connect_to_an_allowed_target_tunnels_and_is_logged(
     box: Path, echo: EchoUpstream
 ) -> None:
     target = f"127.0.0.1:{echo.port}"
-    async with proxy(box, [target]) as p:
+    async with egress_proxy(box, [target]) as p:
         answer, inner = await tunnel(
             p.port, target, b"GET /through HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
         )
@@ -140,7 +62,7 @@ async def test_connect_to_an_allowed_target_tunnels_and_is_logged(
 async def test_connect_to_a_target_no_rule_admits_is_blocked_and_logged(
     box: Path, echo: EchoUpstream
 ) -> None:
-    async with proxy(box, [f"127.0.0.1:{closed_port()}"]) as p:
+    async with egress_proxy(box, [f"127.0.0.1:{closed_port()}"]) as p:
         answer, _ = await tunnel(p.port, f"127.0.0.1:{echo.port}", b"never sent")
     assert status(answer) == 403
     assert b"blocked by egress policy" in answer
@@ -160,7 +82,7 @@ async def test_plain_http_allowed_is_forwarded_in_origin_form_without_proxy_head
     request = get(
         f"http://{target}/path?q=1", f"Proxy-Authorization: Basic {CANARY}", "X-Kept: yes"
     )
-    async with proxy(box, [target]) as p:
+    async with egress_proxy(box, [target]) as p:
         answer = await exchange(p.port, request)
     assert status(answer) == 200
     method, path, headers, _ = echo.requests[0]
@@ -176,7 +98,7 @@ async def test_plain_http_allowed_is_forwarded_in_origin_form_without_proxy_head
 
 
 async def test_plain_http_blocked_never_reaches_the_target(box: Path, echo: EchoUpstream) -> None:
-    async with proxy(box, ["pypi.org"]) as p:
+    async with egress_proxy(box, ["pypi.org"]) as p:
         answer = await exchange(p.port, get(f"http://127.0.0.1:{echo.port}/"))
     assert status(answer) == 403
     assert echo.received() == b""
@@ -203,7 +125,7 @@ async def test_malformed_requests_are_400_and_logged(
     raw: bytes, box: Path, echo: EchoUpstream
 ) -> None:
     target = f"127.0.0.1:{echo.port}"
-    async with proxy(box, [target, "**"]) as p:
+    async with egress_proxy(box, [target, "**"]) as p:
         answer = await exchange(p.port, raw.replace(b"{t}", target.encode()))
     assert status(answer) == 400
     assert echo.received() == b""
@@ -221,7 +143,7 @@ async def test_a_wildcard_or_a_name_never_opens_the_hosts_loopback(
         rules = [text] if egress.parse_rule(text) else []
     except egress.EgressError:
         rules = []  # refused as a rule already: fine too
-    async with proxy(box, rules) as p:
+    async with egress_proxy(box, rules) as p:
         answer, _ = await tunnel(p.port, f"127.0.0.1:{echo.port}", b"")
         by_name, _ = await tunnel(p.port, f"localhost:{echo.port}", b"")
     assert status(answer) == 403
@@ -233,7 +155,7 @@ async def test_a_wildcard_or_a_name_never_opens_the_hosts_loopback(
 async def test_a_grant_takes_effect_while_the_proxy_runs(box: Path, echo: EchoUpstream) -> None:
     target = f"127.0.0.1:{echo.port}"
     inner = b"GET /granted HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    async with proxy(box, []) as p:
+    async with egress_proxy(box, []) as p:
         before, _ = await tunnel(p.port, target, inner)
         egress.add_grant(box, egress.parse_rule(target, "grant"))
         after, body = await tunnel(p.port, target, inner)
@@ -249,7 +171,7 @@ async def test_a_client_outside_the_sandbox_network_gets_nothing(
     box: Path, echo: EchoUpstream
 ) -> None:
     target = f"127.0.0.1:{echo.port}"
-    async with proxy(box, [target], clients="10.213.0.0/16") as p:
+    async with egress_proxy(box, [target], clients="10.213.0.0/16") as p:
         answer = await exchange(p.port, get(f"http://{target}/"))
     assert answer == b""
     assert echo.received() == b""
@@ -259,7 +181,7 @@ async def test_a_client_outside_the_sandbox_network_gets_nothing(
 
 async def test_an_unreachable_allowed_target_is_502(box: Path) -> None:
     target = f"127.0.0.1:{closed_port()}"
-    async with proxy(box, [target]) as p:
+    async with egress_proxy(box, [target]) as p:
         answer, _ = await tunnel(p.port, target, b"")
     assert status(answer) == 502
     [event] = p.events()
@@ -301,10 +223,12 @@ def test_malformed_rules_are_refused(bad: str) -> None:
 def test_the_kit_allowlist_is_read_from_the_kit_spec() -> None:
     import yaml
 
-    from bandkit.image.facts import SPEC
+    from bandkit.image.facts import SPEC, SPEC_LEGACY
 
     spec = yaml.safe_load(SPEC.read_text())
-    assert egress.kit_allowlist() == tuple(spec["caps"]["network"]["allow"])
+    assert egress.kit_allowlist() == tuple(spec["permissions"]["network"]["allow"])
+    legacy = yaml.safe_load(SPEC_LEGACY.read_text())["caps"]["network"]["allow"]
+    assert egress.kit_allowlist(SPEC_LEGACY) == tuple(legacy) == egress.kit_allowlist()
     assert all(egress.parse_rule(h) for h in egress.kit_allowlist())
 
 
@@ -361,8 +285,8 @@ FETCH = (
 
 
 @pytest.fixture(scope="module")
-def docker_sandbox() -> Iterator[Sandbox]:
-    with hostile_sandbox(build_kit_image(), "sec-egress-") as box:
+def docker_sandbox(kit_image: str) -> Iterator[Sandbox]:
+    with hostile_sandbox(kit_image, "sec-egress-") as box:
         yield box
 
 
@@ -391,7 +315,6 @@ def elsewhere() -> Iterator[EchoUpstream]:
 
 
 @pytest.mark.docker
-@pytest.mark.slow
 def test_a_container_is_blocked_until_kit_allow_grants_the_host(
     docker_sandbox: Sandbox, elsewhere: EchoUpstream
 ) -> None:
@@ -429,7 +352,6 @@ def test_a_container_is_blocked_until_kit_allow_grants_the_host(
 
 
 @pytest.mark.docker
-@pytest.mark.slow
 def test_a_container_has_no_way_out_but_the_proxy(docker_sandbox: Sandbox) -> None:
     """The egress proxy (on the network's gateway) is reachable; a client that ignores the
     proxy variables cannot even resolve a name (the internal network has no DNS way out)."""

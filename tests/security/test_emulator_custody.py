@@ -12,7 +12,6 @@ import contextlib
 import hmac
 import logging
 import ssl
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from tests.emulator.support import (
     sign_in,
     token_of,
 )
+from tests.support.wait import until
 
 Start = Callable[..., Awaitable[Emulator]]
 FOREIGN_HOSTS = ("evil.example:{port}", "rebind.test", "127.0.0.1:1", "localhost.evil:{port}")
@@ -63,13 +63,6 @@ async def emu(start: Start) -> Emulator:
 
 def _port(emu: Emulator) -> int:
     return int(emu.rest_url.rsplit(":", 1)[1])
-
-
-async def _wait(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
 
 
 # --- pages and feeds need the user ----------------------------------------------------------
@@ -117,6 +110,47 @@ async def test_a_login_link_works_once_and_sets_a_strict_http_only_cookie(emu: E
         assert (await client.post("/login")).status_code == 401
     async with page_client(emu.rest_url, f"{name}={value}") as browser:
         assert (await browser.get("/")).status_code == 200
+
+
+OPEN_REDIRECTS = (
+    "//evil.example/",
+    "https://evil.example/",
+    "/\\evil.example",
+    "/rooms/../../evil",
+    "/rooms/x/../..//evil.example",
+    "/rooms/x?next=//evil.example",
+    "javascript:alert(1)",
+    "/%2F%2Fevil.example",
+    " /rooms/x",
+    "",
+)
+
+
+async def test_a_login_link_lands_on_the_room_it_names_and_nowhere_else(emu: Emulator) -> None:
+    room = await create_room(human_client(emu.rest_url), "Landing")
+    async with raw_client(emu.rest_url) as client:
+        minted = await client.post("/_emulator/login-link", params={"next": f"/rooms/{room}"})
+        assert minted.status_code == 201, minted.text
+        link = minted.json()["data"]["url"]
+        assert link.startswith(f"{emu.rest_url}/login#token=")  # the target rides in the fragment
+        assert link.endswith(f"&next=/rooms/{room}")
+        for target in OPEN_REDIRECTS:  # the control API refuses to mint one
+            refused = await client.post("/_emulator/login-link", params={"next": target})
+            assert refused.status_code == 422, (target, refused.text)
+    assert emu.login_url(f"/rooms/{room}").endswith(f"&next=/rooms/{room}")
+    with pytest.raises(ValueError, match="cannot land"):
+        emu.login_url("//evil.example/")
+    async with httpx.AsyncClient(base_url=emu.rest_url) as client:
+        signed = await client.post(
+            "/login", data={"token": token_of(link), "next": f"/rooms/{room}"}
+        )
+        assert signed.status_code == 303
+        assert signed.headers["location"] == f"/rooms/{room}"
+        for target in OPEN_REDIRECTS:  # a hand-made form lands on the room list
+            token = token_of(await login_link(emu.rest_url))
+            forged = await client.post("/login", data={"token": token, "next": target})
+            assert forged.status_code == 303, target
+            assert forged.headers["location"] == "/", target
 
 
 async def test_tls_makes_the_cookie_secure(start: Start, tmp_path: Path) -> None:
@@ -170,7 +204,6 @@ async def test_no_token_or_session_reaches_the_access_log(
         assert USER_KEY not in text
 
 
-@pytest.mark.slow
 async def test_the_banner_prints_a_link_the_log_never_sees(tmp_path: Path) -> None:
     key_file = tmp_path / "key"
     key_file.write_text(USER_KEY)
@@ -369,6 +402,6 @@ async def test_feeds_are_capped_per_client_and_in_total(start: Start) -> None:
         assert (await open_feed(second, "/feed")).status_code == 200  # another client
         assert (await open_feed(second, "/feed")).status_code == 429  # total reached
         assert pages.open_feeds == 3
-    await _wait(lambda: pages.open_feeds == 0, "closed feeds to give their slots back")
+    await until(lambda: pages.open_feeds == 0, what="closed feeds to give their slots back")
     async with page_client(emu.rest_url, first) as client, client.stream("GET", "/feed") as again:
         assert again.status_code == 200

@@ -16,7 +16,10 @@ import httpx
 import pytest
 import yaml
 
-from bandkit.runtimes import boxnet, keyproxy
+from bandkit import processes
+from bandkit.proxies import keyproxy
+from bandkit.proxies.wire import MalformedRequest
+from bandkit.runtimes import boxnet
 from tests.security.conftest import (
     CANARY,
     CANARY_B,
@@ -85,14 +88,15 @@ def test_another_box_token_is_refused_both_ways(box_a: Box, box_b: Box, echo: Ec
 
 
 def test_every_keep_alive_request_needs_the_token(box_a: Box, echo: EchoUpstream) -> None:
-    good = f"GET /{box_a.token}/one HTTP/1.1\r\nHost: x\r\nX-API-Key: {PLACEHOLDER}\r\n\r\n"
+    one = f"/{box_a.token}/api/v1/agent/one"
+    good = f"GET {one} HTTP/1.1\r\nHost: x\r\nX-API-Key: {PLACEHOLDER}\r\n\r\n"
     bad = f"GET /two HTTP/1.1\r\nHost: x\r\nX-API-Key: {PLACEHOLDER}\r\n\r\n"
     response = exchange(box_a.port, (good + bad).encode())
     assert response.startswith(b"HTTP/1.1 200 ")
     assert response.endswith(
         b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )
-    assert [r[1] for r in echo.requests] == [b"/one"]
+    assert [r[1] for r in echo.requests] == [b"/api/v1/agent/one"]
 
 
 # -- 3. the key was swapped into every header, and echoes carried it back
@@ -134,7 +138,7 @@ def test_authorization_is_swapped_only_when_exactly_bearer_placeholder(
     }
     for sent, expected in values.items():
         echo.reset()
-        url = box_a.urls["BAND_REST_URL"] + "/x"
+        url = box_a.urls["BAND_REST_URL"] + "/api/v1/agent/x"
         response = httpx.get(url, headers={"Authorization": sent, "X-API-Key": "mine"})
         assert response.status_code == 200
         headers = dict(_upstream_headers(echo))
@@ -144,7 +148,7 @@ def test_authorization_is_swapped_only_when_exactly_bearer_placeholder(
 
 def test_a_duplicate_credential_header_is_refused(box_a: Box, echo: EchoUpstream) -> None:
     head = (
-        f"GET /{box_a.token}/x HTTP/1.1\r\nHost: x\r\nX-API-Key: {PLACEHOLDER}\r\n"
+        f"GET /{box_a.token}/api/v1/agent/x HTTP/1.1\r\nHost: x\r\nX-API-Key: {PLACEHOLDER}\r\n"
         f"X-API-Key: {PLACEHOLDER}\r\n\r\n"
     )
     assert status(exchange(box_a.port, head.encode())) == 400
@@ -164,7 +168,7 @@ def test_a_key_split_across_response_chunks_is_still_masked(box_a: Box, echo: Ec
 
 
 def _smuggling(token: str) -> dict[str, bytes]:
-    t = f"/{token}"
+    t = f"/{token}/api/v1/agent"  # an API path: the refusals are about the head
     hidden = f"GET {t}/admin HTTP/1.1\r\nHost: x\r\nX-API-Key: {PLACEHOLDER}\r\n\r\n"
     key = f"X-API-Key: {PLACEHOLDER}\r\n"
     post = f"POST {t}/x HTTP/1.1\r\nHost: x\r\n{key}"
@@ -218,20 +222,20 @@ def test_the_raw_checks_refuse_what_h11_alone_accepts(case: str) -> None:
     conn = h11.Connection(h11.SERVER)
     conn.receive_data(head)
     assert isinstance(conn.next_event(), h11.Request)
-    with pytest.raises(keyproxy.BadRequest):
+    with pytest.raises(MalformedRequest):
         keyproxy.vet_head(head)
 
 
 def test_a_valid_body_with_a_hidden_request_is_one_request(box_a: Box, echo: EchoUpstream) -> None:
     """The body is data: what it holds never becomes a second request upstream."""
-    body = f"GET /{box_a.token}/admin HTTP/1.1\r\nHost: x\r\n\r\n"
+    body = f"GET /{box_a.token}/api/v1/agent/admin HTTP/1.1\r\nHost: x\r\n\r\n"
     head = (
-        f"POST /{box_a.token}/x HTTP/1.1\r\nHost: x\r\nX-API-Key: {PLACEHOLDER}\r\n"
+        f"POST /{box_a.token}/api/v1/agent/x HTTP/1.1\r\nHost: x\r\nX-API-Key: {PLACEHOLDER}\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     response = exchange(box_a.port, (head + body).encode())
     assert status(response) == 200
-    assert [(m, t) for m, t, _, _ in echo.requests] == [(b"POST", b"/x")]
+    assert [(m, t) for m, t, _, _ in echo.requests] == [(b"POST", b"/api/v1/agent/x")]
     assert echo.requests[0][3] == body.encode()
 
 
@@ -309,16 +313,22 @@ def test_a_workspace_band_yaml_never_moves_the_upstream(echo: EchoUpstream, tmp_
 def test_a_plain_http_upstream_off_loopback_is_refused_at_start(tmp_path: Path) -> None:
     env = {"BAND_REST_URL": "http://platform.example", "BAND_WS_URL": "wss://platform.example"}
     with pytest.raises(boxnet.ProxyError, match="loopback") as err:
-        start_box(tmp_path / "box", env, hosts=("platform.example",))
+        start_box(tmp_path / "box", env)
     assert CANARY not in str(err.value)
     assert not (tmp_path / "box" / "proxy.json").exists()
     # The proxy itself refuses it too, before it listens.
     config = {
         "token": secrets.token_urlsafe(32),
-        "routes": [{"upstream": "http://10.1.2.3:80", "swaps": [[PLACEHOLDER, CANARY]]}],
+        "routes": [
+            {
+                "upstream": "http://10.1.2.3:80",
+                "paths": ["/api/v1/agent"],
+                "swaps": [[PLACEHOLDER, CANARY, ["/api/v1/agent"]]],
+            }
+        ],
     }
     done = subprocess.run(
-        [sys.executable, "-m", "bandkit.runtimes.keyproxy", str(tmp_path / "ports.json")],
+        [sys.executable, "-m", "bandkit.proxies.keyproxy", str(tmp_path / "ports.json")],
         input=json.dumps(config),
         capture_output=True,
         text=True,
@@ -348,10 +358,10 @@ def test_the_proxy_gets_a_minimal_environment_and_no_key_in_argv(
     box = start_box(tmp_path / "box", pinned_env(echo))
     try:
         [pid] = box.pids()
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        names = {item.split(b"=", 1)[0].decode() for item in environ if item}
+        environ = processes.environ(pid) or ()
+        names = {item.split(b"=", 1)[0].decode() for item in environ}
         assert names <= {"PYTHONPATH", "LANG", "SSL_CERT_FILE", "SSL_CERT_DIR", "BANDKIT_TAG"}
-        blob = b"\0".join(environ) + Path(f"/proc/{pid}/cmdline").read_bytes()
+        blob = b"\0".join((*environ, *(processes.cmdline(pid) or ())))
         for secret in (CANARY, box.token, "user-key-canary", "operator-canary"):
             assert secret.encode() not in blob
     finally:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bandkit.runtimes import boxnet
 from bandkit.runtimes.base import Runtime, SandboxSpec, Secret
 from bandkit.runtimes.local import LocalRuntime
 from bandkit.runtimes.sbx import SbxRuntime
@@ -21,7 +22,6 @@ from tests.runtimes.helpers import (
     INSECURE,
     KIT_SPEC,
     Platform,
-    agent_sdk_env,
     echo_workspace,
     emulator,
     scratch_dir,
@@ -35,12 +35,6 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
         yield p
 
 
-@pytest.fixture(scope="session")
-def agent_sdk() -> Iterator[None]:
-    with agent_sdk_env():
-        yield
-
-
 def _kit(parent: Path, env: dict[str, str]) -> Path:
     """The real kit spec with the operator's platform as kit environment (how an sbx
     sandbox gets host-side configuration: the kit, not the workspace)."""
@@ -52,7 +46,6 @@ def _kit(parent: Path, env: dict[str, str]) -> Path:
     return kit
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["local", "sbx-sim"])
 def test_the_sdk_round_trips_through_the_token_urls_and_band_yaml_is_ignored(
     kind: str, platform: Platform, agent_sdk: None, monkeypatch: pytest.MonkeyPatch
@@ -69,7 +62,8 @@ def test_the_sdk_round_trips_through_the_token_urls_and_band_yaml_is_ignored(
                 rest_url=evil.url,
                 ws_url=f"ws://127.0.0.1:{evil.port}/api/v1/socket/websocket",
             )
-            secrets_ = (Secret("BAND_API_KEY", ("127.0.0.1",), agent_key),)
+            scopes = boxnet.band_key_scopes(platform.rest_url, platform.ws_url)
+            secrets_ = (Secret("BAND_API_KEY", ("127.0.0.1",), agent_key, scopes=scopes),)
             egress = (f"127.0.0.1:{platform.rest_url.rsplit(':', 1)[1]}",)
             rt: Runtime
             if kind == "local":

@@ -28,7 +28,7 @@ from bandkit.runtimes.local import LocalRuntime
 from bandkit.runtimes.sbx import SbxRuntime
 from bandkit.runtimes.select import removers
 from tests.fakes.simharness import Sim, simulator
-from tests.security.test_docker_custody import build_kit_image, fake_docker
+from tests.security.support import fake_docker
 
 BAD_NAMES = ["../..", "..", "a/b", "-rf", "--all", "Upper", "a" * 64, "", "box\n1", "x y"]
 
@@ -175,7 +175,7 @@ def test_local_refuses_a_bad_name_before_any_path(bad: str, tmp_path: Path, outs
 def test_sbx_refuses_a_bad_name_before_any_command(tmp_path: Path) -> None:
     never = tmp_path / "sbx-never-run"  # running it would fail differently
     rt = SbxRuntime(binary=str(never))
-    rt._version = (0, 47, 0)
+    rt.cli._version = (0, 47, 0)
     ws = tmp_path / "ws"
     for bad in BAD_NAMES:
         for call in (
@@ -244,12 +244,11 @@ def test_sbx_keeps_a_same_named_sandbox_it_did_not_create(sim: Sim, tmp_path: Pa
 
 # -- docker, a real same-named container
 @pytest.mark.docker
-def test_a_real_foreign_container_survives_our_teardown(tmp_path: Path) -> None:
-    image = build_kit_image()
+def test_a_real_foreign_container_survives_our_teardown(tmp_path: Path, kit_image: str) -> None:
     rt = DockerRuntime(tmp_path / "run")
     name = f"sec-foreign-{rt.run_id[:6]}"
     subprocess.run(
-        ["docker", "create", "--name", name, "--label", f"{LABEL}={name}", image, "true"],
+        ["docker", "create", "--name", name, "--label", f"{LABEL}={name}", kit_image, "true"],
         capture_output=True,
         text=True,
         check=True,

@@ -1,28 +1,34 @@
 """The automated smoke end to end on the local runtime and the smoke's own local platform
-(127.0.0.1 only): every drill recovers and nothing is left behind; a recovery broken on
-purpose ends FAIL with an observation that says why; the user key never leaks."""
+(127.0.0.1 only): from a fresh clone after `platform.up` (a private `.run`) every drill
+recovers and nothing is left behind; a recovery broken on purpose ends FAIL with an
+observation that says why; the user key never leaks."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+import shutil
+import stat
 from pathlib import Path
 
 import pytest
 
-from bandkit.runtimes import processes
+from bandkit.runtimes.local import BOXES_HOME
 from smoke import drills as dr
 from smoke import run as smoke_run
 from smoke.report import Verdict
 from smoke.state import Label, Phase, SmokeState, StateStore
-from tests.runtimes.helpers import REPO
-from tests.smoke.conftest import CANARY_USER_KEY, all_text, plant_user_key
+from tests.smoke.support import (
+    CANARY_USER_KEY,
+    ROWS,
+    all_text,
+    assert_nothing_left,
+    local_boxes,
+    plant_user_key,
+)
+from tests.support.readme import run
 
-pytestmark = pytest.mark.slow
-
-ROWS = ("Initial round trip", "Network cut", "Sleep/wake", "Daemon restart")
+pytestmark = pytest.mark.e2e
 
 
 def _state(run_dir: Path) -> SmokeState:
@@ -31,57 +37,28 @@ def _state(run_dir: Path) -> SmokeState:
     return state
 
 
-def _processes_of(run_dir: Path) -> list[int]:
-    """Pids of processes of this run dir: box and proxy processes (tagged with a path
-    under it) and the platform (its argv names files under it)."""
-    marker = str(run_dir).encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        tags = [v for v in environ.split(b"\0") if v.startswith(processes.TAG_ENV.encode())]
-        if any(marker in tag for tag in tags) or marker in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
-def assert_nothing_left(run_dir: Path, state: SmokeState) -> None:
-    assert state.unreaped == []
-    assert (state.agent_id, state.room_id) == ("", "")
-    assert not list((run_dir / "smoke-kit").rglob("manifest.json"))
-    assert not list((run_dir / "smoke-kit").rglob("keychain/*.json"))
-    assert not (run_dir / "smoke-kit" / "workspaces" / state.run_id).exists()
-    assert not (run_dir / "smoke-platform" / "platform.json").exists()  # platform stopped
-    assert not (run_dir / "smoke-platform" / "platform-user-key").exists()
-    assert _processes_of(run_dir) == []
-    assert state.observations["leftovers"].startswith("none")
-
-
-def test_full_smoke_passes_every_drill_and_leaves_nothing(run_dir: Path, agent_sdk: None) -> None:
-    """`invoke smoke.run --drills all --runtime local` as an operator runs it (auto would
-    pick docker where a daemon answers: tests/docker covers that), with a canary user key."""
+def test_full_smoke_after_platform_up_passes_every_drill_and_leaves_nothing(clone: Path) -> None:
+    """In a fresh clone, `uv run invoke platform.up` (which makes `.run` 0700: as root the
+    box uid cannot enter it) then `uv run invoke smoke.run --drills all --runtime local` in
+    the default run directory, with a canary user key (auto would pick docker where a
+    daemon answers and the kit image is built: tests/docker covers that)."""
+    run("uv run invoke platform.up", clone)
+    run_dir = clone / ".run"
+    assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
     plant_user_key(run_dir)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BAND_")}
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "invoke", "smoke.run", "--drills", "all"),
-            *("--runtime", "local", "--run-dir", str(run_dir)),
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=420,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    boxes = local_boxes(run_dir)
+    assert boxes.is_relative_to(BOXES_HOME) == (os.geteuid() == 0)  # as root: outside .run
+    try:
+        _smoke_passes_and_leaves_nothing(clone, run_dir)
+    finally:
+        if boxes.is_relative_to(BOXES_HOME):  # outside the clone: its rmtree misses it
+            shutil.rmtree(boxes, ignore_errors=True)
+
+
+def _smoke_passes_and_leaves_nothing(clone: Path, run_dir: Path) -> None:
+    done = run("uv run invoke smoke.run --drills all --runtime local", clone)
     output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-4000:]
+    run("uv run invoke platform.down", clone)  # the README's; the smoke stops its own
     assert "smoke.run: PASS" in done.stdout
     state = _state(run_dir)
     assert state.phase is Phase.COMPLETED

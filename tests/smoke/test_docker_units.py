@@ -1,13 +1,8 @@
 """The docker drills' pure parts (no daemon): the endpoint a reconnect must restore, the
-agent log's backoff and watchdog records, the daemon restart's refusals."""
+agent log's backoff and watchdog records."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
-from bandkit.runtimes import dockerd
 from bandkit.runtimes.docker import Endpoint
 from smoke import drills as dr
 
@@ -65,18 +60,3 @@ def test_agent_log_counts_watchdog_and_backoff_since_the_mark() -> None:
         "the SDK's heartbeat watchdog fired 1 time(s)",
         "SDK reconnect backoff: 2 wait(s) of 0.6, 37.9s",
     ]
-
-
-def test_dockerd_find_refuses_another_daemon_and_a_missing_pidfile(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.5:2376")
-    with pytest.raises(dockerd.DockerdError, match="another daemon"):
-        dockerd.find(tmp_path / "docker.pid")
-    monkeypatch.delenv("DOCKER_HOST")
-    monkeypatch.setattr(dockerd, "as_root", lambda argv: list(argv))
-    with pytest.raises(dockerd.DockerdError, match="no readable dockerd pidfile"):
-        dockerd.find(tmp_path / "docker.pid")
-    (tmp_path / "docker.pid").write_text("1\n")  # pid 1 here is not a dockerd
-    with pytest.raises(dockerd.DockerdError, match="is not a running dockerd"):
-        dockerd.find(tmp_path / "docker.pid")

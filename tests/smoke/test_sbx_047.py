@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from bandkit.runtimes import processes
+from bandkit import processes
 from tests import commands
 from tests.fakes.simharness import Sim, simulator, watchers
-from tests.runtimes.helpers import Platform, emulator, wait_for
+from tests.runtimes.helpers import Platform, emulator
+from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 IDLE_S = 3.0
 

@@ -16,7 +16,7 @@ from smoke import drills as dr
 from smoke import preflight as pf
 from smoke import run as smoke_run
 from smoke import target as tg
-from smoke.context import AGENT_SRC, Layout, unreachable_dirs
+from smoke.context import AGENT_SRC, Layout
 from smoke.state import Label, Phase, StateStore
 from tests.runtimes.helpers import REPO
 
@@ -163,16 +163,18 @@ def test_preflight_fails_on_production(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert not pf.ok(list(found.values()))
 
 
-def test_unreachable_dirs_name_a_private_parent(tmp_path: Path) -> None:
-    private = tmp_path / "private"
-    inside = private / "run"
-    inside.mkdir(parents=True)
-    private.chmod(0o700)
-    try:
-        assert private in unreachable_dirs(inside)
-    finally:
-        private.chmod(0o755)
-    assert private not in unreachable_dirs(inside)
+def test_preflight_passes_a_private_run_dir_and_fails_one_it_cannot_write(
+    tmp_path: Path,
+) -> None:
+    """A 0700 run directory (platform.up's `.run`) is fine: the local runtime keeps the box
+    outside it; one this user cannot make is a FAIL that says what to do."""
+    private = tmp_path / "run"
+    private.mkdir(mode=0o700)
+    found = {c.name: c for c in pf.checks(private / "inner", runtime="local")}
+    assert found["run directory writable"].ok
+    stuck = {c.name: c for c in pf.checks(Path("/proc/1/run"), runtime="local")}
+    assert not stuck["run directory writable"].ok
+    assert "--run-dir" in stuck["run directory writable"].line()
 
 
 def test_manual_steps_share_the_state_and_report(tmp_path: Path) -> None:
@@ -193,10 +195,11 @@ def test_a_probe_without_an_agent_is_recorded_as_failed(tmp_path: Path) -> None:
     layout = Layout(tmp_path)
     rec = smoke_run.current_run(layout, log=lambda _line: None)
     target = tg.Target("http://127.0.0.1:9", "ws://127.0.0.1:9/socket", "k")
-    from smoke import probe as pr
+    from smoke.outcome import ProbeFailed
+    from smoke.probe import probe
 
-    with pytest.raises(pr.ProbeFailed, match="provision"):
-        pr.probe(rec, target, Label.INITIAL)
+    with pytest.raises(ProbeFailed, match="provision"):
+        probe(rec, target, Label.INITIAL)
     loaded = layout.store.load()
     assert loaded is not None
     assert [(p.label, p.passed) for p in loaded.probes] == [(Label.INITIAL, False)]
@@ -227,3 +230,59 @@ def test_tasks_need_their_options_and_explain_them(tmp_path: Path) -> None:
     bad = _invoke("smoke.run", "--drills", "wifi", "--run-dir", str(tmp_path))
     assert bad.returncode == 1
     assert "unknown drill" in bad.stderr
+
+
+def test_the_agent_watchdog_knob_has_one_name_on_both_sides() -> None:
+    assert _agent_module().WATCHDOG_ENV == dr.AGENT_WATCHDOG_ENV
+
+
+TUNED_PROBE = """
+import asyncio, importlib.util, sys
+spec = importlib.util.spec_from_file_location("smoke_agent_main", sys.argv[1])
+agent = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(agent)
+agent.tune_watchdog(4.0)
+from band.client.streaming.client import WebSocketClient
+
+async def main():
+    ws = WebSocketClient("ws://127.0.0.1:9/socket/websocket", "placeholder", "a1")
+    phx = ws._build_phx_client()
+    ws._watchdog.reset_deadline()
+    left = ws._watchdog._deadline - asyncio.get_running_loop().time()
+    print(phx._heartbeat_interval_s, round(left, 1))
+
+asyncio.run(main())
+"""
+
+
+def test_the_agent_knob_sets_the_heartbeat_and_the_watchdog_deadline() -> None:
+    """In a process of its own (it patches the SDK): heartbeats at half the threshold,
+    the forced reconnect at the threshold; untuned, the SDK's 30 s and 60 s stay."""
+    probe = [sys.executable, "-c", TUNED_PROBE, str(AGENT_SRC / "main.py")]
+    tuned = subprocess.run(probe, capture_output=True, text=True, timeout=60, check=False)
+    assert tuned.returncode == 0, tuned.stderr
+    assert tuned.stdout.split() == ["2.0", "4.0"]
+    plain = TUNED_PROBE.replace("agent.tune_watchdog(4.0)", "")
+    untuned = subprocess.run(
+        [sys.executable, "-c", plain, str(AGENT_SRC / "main.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert untuned.stdout.split() == ["30.0", "60.0"], untuned.stderr
+
+
+@pytest.mark.parametrize("value", ["fast", "0", "1.5", "601"])
+def test_a_bad_agent_watchdog_value_stops_the_agent(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(dr.AGENT_WATCHDOG_ENV, value)
+    with pytest.raises(SystemExit) as stopped:
+        _agent_module().watchdog_setting()
+    assert stopped.value.code == 2
+
+
+def test_the_freeze_follows_a_tuned_watchdog() -> None:
+    assert dr.default_freeze_s(6.0) == 6.0 + dr.FREEZE_MARGIN_S
+    assert dr.default_freeze_s() == dr.sdk_watchdog()[1] + dr.FREEZE_MARGIN_S

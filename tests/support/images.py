@@ -1,0 +1,40 @@
+"""The kit images the Docker tests run, built from the working tree on the local bases,
+once per test run whichever xdist worker asks first (fixtures in tests/conftest.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from bandkit.dockercli import docker_answers
+from bandkit.image import bases as image_bases
+from bandkit.image import build as image_build
+from bandkit.image.facts import host_arch
+
+HOST_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+TEST_TAG = "band-python-kit:dockertest"
+HOME_OVERRIDE_TAG = "band-python-kit:dockertest-sdkhome"
+HOME_OVERRIDE = "/opt/custom-band"
+EXTRA_TAG = "band-python-kit:dockertest-extra"
+
+
+def build_once(shared: Path, tag: str, *extra_args: tuple[str, str]) -> str:
+    """Build `tag` from the working tree on the local bases, once for the whole run: the
+    workers take turns (a lock in the run's shared directory), and a later one finds it."""
+    if not docker_answers():
+        pytest.fail("no Docker daemon answers: `uv run invoke ci.prepare --lane docker_tests`")
+    done = shared / f"built-{tag.replace(':', '-')}"
+    with FileLock(str(done) + ".lock", timeout=1800):
+        if not done.exists():
+            image_bases.ensure_bases((host_arch(),))
+            request = image_build.BuildRequest(
+                tag=tag,
+                base="local",
+                build_ca=(HOST_BUNDLE,) if HOST_BUNDLE.is_file() else (),
+                build_args=extra_args,
+            )
+            image_build.build(request, progress=lambda _line: None)
+            done.write_text(tag)
+    return tag
