@@ -98,7 +98,10 @@ def build_sdk_home(root: Path, *, with_band_sdk: bool, cache_dir: Path | None = 
     if with_band_sdk:
         packages += _pins((SDK_DISTRIBUTION,))
     python = venv / "bin" / "python"
-    _run([str(uv), "pip", "install", "--quiet", "--python", str(python), *packages], env)
+    # Compiled now: the box uids cannot write bytecode into this root-owned venv, so
+    # without it every agent start would compile pydantic and the rest from source.
+    install = [str(uv), "pip", "install", "--quiet", "--compile-bytecode"]
+    _run([*install, "--python", str(python), *packages], env)
     site = next((venv / "lib").glob("python3*/site-packages"))
     shutil.copytree(
         Path(launcher.__file__).parent,
