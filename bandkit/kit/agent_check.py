@@ -31,6 +31,7 @@ from bandkit.kit.rooms import create_room, room_key
 from bandkit.manifest import Kind, Manifest
 
 POLL_S = 0.2
+ALIVE_EVERY_S = 2.0  # asking the runtime runs its CLI (sbx, docker): not every poll
 PROGRESS_EVERY_S = 5.0
 CONNECT_TIMEOUT_S = 60.0
 PING_TIMEOUT_S = 30.0
@@ -121,11 +122,13 @@ def wait_online(
 ) -> float:
     """Seconds until the platform lists the agent online; AgentCheckError at the deadline.
 
-    `alive` lets the caller stop early when the sandbox already died (no point waiting).
+    `alive` lets the caller stop early when the sandbox already died (no point waiting);
+    it is asked every `ALIVE_EVERY_S` and at the deadline, not at every poll.
     """
     started = time.monotonic()
     deadline = started + timeout_s
     next_note = started + PROGRESS_EVERY_S
+    next_alive = started + ALIVE_EVERY_S
     while True:
         try:
             if asyncio.run(_online(api_key, rest_url, room_id, agent_id)):
@@ -136,8 +139,10 @@ def wait_online(
                 f"{agent_id}'s connection"
             ) from None
         now = time.monotonic()
-        if not alive():
-            raise AgentCheckError(f"the sandbox stopped before agent {agent_id} connected")
+        if now >= min(next_alive, deadline):
+            if not alive():
+                raise AgentCheckError(f"the sandbox stopped before agent {agent_id} connected")
+            next_alive = time.monotonic() + ALIVE_EVERY_S
         if now >= deadline:
             raise AgentCheckError(
                 f"agent {agent_id} did not connect to {rest_url} within {timeout_s:.0f}s"

@@ -1,0 +1,55 @@
+"""`agent_check.wait_online`: the platform is polled, the sandbox only now and then (asking
+it runs the runtime's CLI), and a sandbox that died ends the wait with a clear error."""
+
+from __future__ import annotations
+
+import pytest
+
+from bandkit.kit import agent_check
+
+
+def _platform_says(monkeypatch: pytest.MonkeyPatch, answers: list[bool]) -> list[int]:
+    asked: list[int] = []
+
+    async def online(*_args: object) -> bool:
+        asked.append(1)
+        return answers.pop(0) if answers else False
+
+    monkeypatch.setattr(agent_check, "_online", online)
+    monkeypatch.setattr(agent_check, "POLL_S", 0.01)
+    return asked
+
+
+def _wait(alive: object, timeout_s: float) -> float:
+    return agent_check.wait_online(
+        api_key="k", rest_url="http://127.0.0.1:9", room_id="r", agent_id="a",
+        timeout_s=timeout_s, alive=alive,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_the_sandbox_is_asked_every_alive_interval_not_every_poll(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    polls = _platform_says(monkeypatch, [])
+    monkeypatch.setattr(agent_check, "ALIVE_EVERY_S", 0.2)
+    checks: list[int] = []
+    with pytest.raises(agent_check.AgentCheckError, match="did not connect"):
+        _wait(lambda: checks.append(1) or True, timeout_s=0.7)
+    assert len(polls) >= 20
+    assert 2 <= len(checks) <= 5  # about every 0.2 s and once at the deadline
+
+
+def test_a_dead_sandbox_ends_the_wait_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    _platform_says(monkeypatch, [])
+    monkeypatch.setattr(agent_check, "ALIVE_EVERY_S", 0.05)
+    with pytest.raises(agent_check.AgentCheckError, match="the sandbox stopped before agent a"):
+        _wait(lambda: False, timeout_s=30)
+
+
+def test_connected_returns_without_asking_the_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    _platform_says(monkeypatch, [False, False, True])
+
+    def alive() -> bool:
+        raise AssertionError("asked the sandbox although the agent connected")
+
+    assert _wait(alive, timeout_s=30) < 5
