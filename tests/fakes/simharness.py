@@ -59,11 +59,15 @@ class Sim:
         return path
 
     def outputs(self) -> str:
-        """Everything the simulator wrote except the keychain (the host credential store)."""
+        """Everything the simulator wrote except the keychain (the host credential store)
+        and the boxes' uv caches (`vms/.uv-cache`: package archives uv fetched, tens of MB
+        that no output of ours goes into)."""
+        caches = self.state / "vms" / ".uv-cache"
         parts = []
         for path in sorted(self.state.rglob("*")):
-            if path.is_file() and path.name != "keychain.json":
-                parts.append(path.read_text(errors="replace"))
+            if path.is_relative_to(caches) or not path.is_file() or path.name == "keychain.json":
+                continue
+            parts.append(path.read_text(errors="replace"))
         return "\n".join(parts)
 
 

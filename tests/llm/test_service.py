@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import httpx
@@ -36,14 +37,28 @@ def _keys(path: Path) -> dict[str, str]:
     return {name: value for name, value in pairs if not name.startswith("#")}
 
 
-def test_up_status_logs_down(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
+def _up(run_dir: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     started = invoke("llm.up", "--script", str(SCRIPTS), "--run-dir", str(run_dir))
-    record = None
+    assert started.returncode == 0, started.stderr
+    assert "llm.up: started" in started.stdout
+    return started, json.loads((run_dir / "llm.json").read_text())
+
+
+def _secrets(run_dir: Path) -> list[str]:
+    return [*_keys(run_dir / "llm-keys").values(), (run_dir / "llm-operator-key").read_text()]
+
+
+def _never_shown(run_dir: Path, outputs: list[subprocess.CompletedProcess[str]]) -> None:
+    files = ("llm.json", "llm.log", "llm-requests.jsonl")
+    for text in [o.stdout + o.stderr for o in outputs] + [(run_dir / n).read_text() for n in files]:
+        for secret in _secrets(run_dir):
+            assert secret.strip() not in text
+
+
+def test_up_serves_its_keys_and_pages_and_a_second_up_is_idempotent(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
     try:
-        assert started.returncode == 0, started.stderr
-        assert "llm.up: started" in started.stdout
-        record = json.loads((run_dir / "llm.json").read_text())
+        started, record = _up(run_dir)
         for name in ("llm.json", "llm-keys", "llm-operator-key", "llm.log", "llm-requests.jsonl"):
             assert stat.S_IMODE((run_dir / name).stat().st_mode) == 0o600, name
         operator = (run_dir / "llm-operator-key").read_text().strip()
@@ -77,11 +92,27 @@ def test_up_status_logs_down(tmp_path: Path) -> None:
         other = invoke("llm.up", "--script", str(SCRIPTS / "pm.yaml"), "--run-dir", str(run_dir))
         assert other.returncode == 1
         assert "llm.down` first" in other.stderr
+        _never_shown(run_dir, [started, again, other])
+    finally:
+        stopped = invoke("llm.down", "--run-dir", str(run_dir))
+    assert stopped.returncode == 0, stopped.stderr
+
+
+def test_status_logs_then_down_and_down_again(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    record = None
+    try:
+        started, record = _up(run_dir)
+        gpt = openai.OpenAI(
+            base_url=f"{record['url']}/v1", api_key="proxy-managed", max_retries=0, timeout=10
+        )
+        with pytest.raises(openai.AuthenticationError):
+            gpt.responses.create(model="stub-dev", input="hi")
 
         status = invoke("llm.status", "--run-dir", str(run_dir))
         assert status.returncode == 0
         assert f"running, pid {record['pid']}" in status.stdout
-        assert "health: ok; agents architect, dev, pm; 2 requests" in status.stdout
+        assert "health: ok; agents architect, dev, pm; 1 requests" in status.stdout
         links = [line for line in status.stdout.splitlines() if "/login#token=" in line]
         assert len(links) == 1
         assert links[0] not in started.stdout  # a fresh one-time link each time
@@ -91,13 +122,8 @@ def test_up_status_logs_down(tmp_path: Path) -> None:
         assert "CUSTODY openai.responses" in logs.stdout
         requests = invoke("llm.logs", "--run-dir", str(run_dir), "--requests")
         statuses = [json.loads(line)["status"] for line in requests.stdout.splitlines()]
-        assert statuses == [200, 401]
-        outputs = [started, again, status, logs, requests]
-        for text in [o.stdout + o.stderr for o in outputs] + [
-            (run_dir / name).read_text() for name in ("llm.json", "llm.log", "llm-requests.jsonl")
-        ]:
-            for key in (*keys.values(), operator):
-                assert key not in text
+        assert statuses == [401]
+        _never_shown(run_dir, [started, status, logs, requests])
     finally:
         stopped = invoke("llm.down", "--run-dir", str(run_dir))
     assert stopped.returncode == 0, stopped.stderr

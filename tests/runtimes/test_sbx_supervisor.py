@@ -25,7 +25,9 @@ from bandkit.runtimes.select import removers
 from tests.fakes.simharness import Sim, simulator, watchers
 from tests.support.wait import wait_for
 
-IDLE_S = 1.5
+# The simulator's idle stop: a re-attach (0.5 s backoff, then an `sbx run` that starts
+# Python) must fit in it with room to spare on a loaded machine.
+IDLE_S = 3.0
 CANARY = "canary-user-key-sup-6d1e0b3a"
 
 
