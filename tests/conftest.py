@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from tests.runtimes.helpers import agent_sdk_env, scratch_dir
 from tests.support import images
@@ -64,6 +65,22 @@ def run_shared(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path
     base = tmp_path_factory.getbasetemp()
     shared = base if worker_id == "master" else base.parent
     return shared
+
+
+@pytest.fixture
+def one_demo_on_the_daemon(run_shared: Path) -> Iterator[None]:
+    """The demo's containers have fixed names (band-demo-pm, ...): one demo on the Docker
+    daemon at a time (a demo test, the demo benchmark), whichever xdist worker runs it."""
+    with FileLock(str(run_shared / "docker-demo.lock"), timeout=1800):
+        yield
+
+
+@pytest.fixture
+def arm64_kit_cache(run_shared: Path) -> None:
+    """The arm64 build of the working tree (under qemu: minutes) done once per run, before
+    the tests and the benchmark that build per-arch: they then find its layers in the
+    daemon's cache instead of each building arm64 from nothing at the same time."""
+    images.build_once(run_shared, images.ARM64_TAG, arch="arm64")
 
 
 @pytest.fixture(scope="session")

@@ -16,10 +16,8 @@ import os
 import subprocess
 import uuid
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import pytest
-from filelock import FileLock
 
 from bandkit.ci import dockerd
 from bandkit.dockercli import docker_answers
@@ -65,14 +63,6 @@ def container(kit_image: str) -> Iterator[str]:
         yield name
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False, timeout=60)
-
-
-@pytest.fixture
-def one_demo_on_the_daemon(run_shared: Path) -> Iterator[None]:
-    """The demo's containers have fixed names (band-demo-pm, ...): one demo test at a time
-    on this daemon, whichever xdist worker runs it."""
-    with FileLock(str(run_shared / "docker-demo.lock"), timeout=1800):
-        yield
 
 
 def current_image(ref: str) -> bool:

@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -27,11 +26,10 @@ from bandkit.image import push as image_push
 from bandkit.image.push import MANIFEST_ACCEPT
 from bandkit.image.refs import parse_repository
 from bandkit.image.registry import local_registry
+from tests.support.images import BUILD_CA
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 BOTH = ("linux/amd64", "linux/arm64")
-HOST_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
-BUILD_CA = (HOST_BUNDLE,) if HOST_BUNDLE.is_file() else ()
 PROBE = "import band, launcher, os, platform; print(platform.machine(), os.getuid())"
 
 
@@ -135,7 +133,9 @@ def test_buildx_builds_both_platforms_in_one_command(
     _runs_on_both(pushed.by_digest())
 
 
-def test_per_arch_builds_merge_into_one_manifest_at_push(bases: None, registry: str) -> None:
+def test_per_arch_builds_merge_into_one_manifest_at_push(
+    bases: None, arm64_kit_cache: None, registry: str
+) -> None:
     lines: list[str] = []
     request = image_build.BuildRequest(
         platforms=BOTH,

@@ -18,21 +18,27 @@ TEST_TAG = "band-python-kit:dockertest"
 HOME_OVERRIDE_TAG = "band-python-kit:dockertest-sdkhome"
 HOME_OVERRIDE = "/opt/custom-band"
 EXTRA_TAG = "band-python-kit:dockertest-extra"
+ARM64_TAG = "band-python-kit:dockertest-arm64"
+BUILD_CA = (HOST_BUNDLE,) if HOST_BUNDLE.is_file() else ()  # what the per-arch tests pass
 
 
-def build_once(shared: Path, tag: str, *extra_args: tuple[str, str]) -> str:
-    """Build `tag` from the working tree on the local bases, once for the whole run: the
-    workers take turns (a lock in the run's shared directory), and a later one finds it."""
+def build_once(
+    shared: Path, tag: str, *extra_args: tuple[str, str], arch: str | None = None
+) -> str:
+    """Build `tag` from the working tree on the local bases (for this machine's arch, or
+    `arch`), once for the whole run: the workers take turns (a lock in the run's shared
+    directory), and a later one finds it."""
     if not docker_answers():
         pytest.fail("no Docker daemon answers: `uv run invoke ci.prepare --lane docker_tests`")
     done = shared / f"built-{tag.replace(':', '-')}"
     with FileLock(str(done) + ".lock", timeout=1800):
         if not done.exists():
-            image_bases.ensure_bases((host_arch(),))
+            image_bases.ensure_bases((arch or host_arch(),))
             request = image_build.BuildRequest(
+                platforms=(f"linux/{arch}",) if arch else (),
                 tag=tag,
                 base="local",
-                build_ca=(HOST_BUNDLE,) if HOST_BUNDLE.is_file() else (),
+                build_ca=BUILD_CA,
                 build_args=extra_args,
             )
             image_build.build(request, progress=lambda _line: None)
