@@ -5,9 +5,9 @@ the agent's own output (the kit startup log), `<role>/launcher` for the launcher
 It first shows the last `lines` lines of each log, then every new line as it appears,
 reading each running sandbox through its runtime's `logs()` (local: the box's files;
 docker: `docker logs` and the launcher log in the container; sbx: the supervisor's attach
-log or the logs in the sandbox) every `poll_s` seconds. A sandbox that is not running yet
-(or any more) is skipped until it runs; a log that got shorter (the agent restarted) is
-read from its start again.
+log or the logs in the sandbox) every `poll_s` seconds, all sandboxes at once. A sandbox
+that is not running yet (or any more) is skipped until it runs; a log that got shorter
+(the agent restarted) is read from its start again.
 
 It works beside a running `demo.up` (it reads the manifest and the run record without
 the lock, as `demo.status` does), waits while the run is being set up, and ends by itself
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -92,8 +93,11 @@ class Follower:
         self.width = max(len(s.label) for b in self.boxes for s in (b.startup, b.launcher))
 
     def tick(self) -> None:
-        for box in self.boxes:
-            logs = self._read(box.member.sandbox)
+        # The boxes are read at once (on sbx and docker each read runs their CLI, a second
+        # or more on a loaded machine), then shown in order.
+        with ThreadPoolExecutor(max_workers=len(self.boxes)) as pool:
+            read = list(pool.map(lambda box: self._read(box.member.sandbox), self.boxes))
+        for box, logs in zip(self.boxes, read, strict=True):
             if logs is None:
                 continue
             last = None if box.started else self.lines

@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -119,6 +120,31 @@ def test_interleaves_the_three_logs_with_role_prefixes_until_the_manifest_goes(
         "architect          | partial line",
     ]
     assert end == "demo.logs: the run ended (its manifest is gone)"
+
+
+def test_the_three_sandboxes_are_read_at_once_and_shown_in_order(tmp_path: Path) -> None:
+    """A slow runtime CLI (sbx, docker) costs one read's time per tick, not three: each
+    read waits here until all three have begun (sequential reads would time out)."""
+    barrier = threading.Barrier(3, timeout=5)
+
+    class Slow(ScriptedRuntime):
+        def logs(self, name: str) -> Logs:
+            barrier.wait()
+            return super().logs(name)
+
+    layout = _layout(tmp_path)
+    _info(layout)
+    runtime = Slow()
+    runtime.running |= {PM, DEV, ARCH}
+    runtime.startup = {PM: "pm up\n", DEV: "dev up\n", ARCH: "arch up\n"}
+    out: list[str] = []
+    follow(
+        layout.run_dir,
+        out=out.append,
+        sleep=lambda _s: layout.manifest.unlink(),
+        runtime_for=lambda _info, _layout: runtime,  # type: ignore[arg-type,return-value]
+    )
+    assert [line.split("|")[1].strip() for line in out[1:]] == ["pm up", "dev up", "arch up"]
 
 
 def test_a_sandbox_that_cannot_be_asked_is_skipped_and_the_rest_goes_on(tmp_path: Path) -> None:

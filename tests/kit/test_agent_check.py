@@ -33,8 +33,13 @@ def test_the_sandbox_is_asked_every_alive_interval_not_every_poll(
     polls = _platform_says(monkeypatch, [])
     monkeypatch.setattr(agent_check, "ALIVE_EVERY_S", 0.2)
     checks: list[int] = []
+
+    def alive() -> bool:
+        checks.append(1)
+        return True
+
     with pytest.raises(agent_check.AgentCheckError, match="did not connect"):
-        _wait(lambda: checks.append(1) or True, timeout_s=0.7)
+        _wait(alive, timeout_s=0.7)
     assert len(polls) >= 20
     assert 2 <= len(checks) <= 5  # about every 0.2 s and once at the deadline
 
