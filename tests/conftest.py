@@ -75,7 +75,7 @@ def one_demo_on_the_daemon(run_shared: Path) -> Iterator[None]:
         yield
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def arm64_kit_cache(run_shared: Path) -> None:
     """The arm64 build of the working tree (under qemu: minutes) done once per run, before
     the tests and the benchmark that build per-arch: they then find its layers in the

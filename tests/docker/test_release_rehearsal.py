@@ -124,9 +124,10 @@ RECORDED: dict[str, object] = {}  # what the rehearsal's publish recorded for th
 
 
 @pytest.fixture(scope="module")
-def first(pair: Pair) -> Iterator[subprocess.CompletedProcess[str]]:
-    """The rehearsal itself: one build, both registries (shared by every case). The
-    checkout's dist/release.json is put back as it was afterwards."""
+def first(pair: Pair, arm64_kit_cache: None) -> Iterator[subprocess.CompletedProcess[str]]:
+    """The rehearsal itself: one build, both registries (shared by every case), after the
+    run's arm64 build (its layers are the rehearsal's too: same inputs, the host's CA).
+    The checkout's dist/release.json is put back as it was afterwards."""
     before = RECORD.read_bytes() if RECORD.is_file() else None
     try:
         done = _publish(pair, RC1)
