@@ -1,10 +1,12 @@
 """Checks. Each session installs from the lock through `_sync` and runs one tool.
 
-`nox` with no arguments runs the default checks (tests, e2e, lint, typecheck, docker_tests);
+`nox` with no arguments runs the default checks (tests, e2e, lint, typecheck, docker_tests,
+cluster_tests);
 CI runs one lane per session name, the matrix coming from `nox -s lanes` (see
-bandkit/ci/lanes.py). The three test lanes split by marker: `tests` is the everyday loop
-(no `e2e`, `docker` or `live` mark; every test within 20 s), `e2e` the whole commands, and
-`docker_tests` everything that needs a daemon. Each runs on pytest-xdist workers.
+bandkit/ci/lanes.py). The four test lanes split by marker: `tests` is the everyday loop
+(no `e2e`, `docker`, `cluster` or `live` mark; every test within 20 s), `e2e` the whole
+commands, `docker_tests` everything that needs a daemon, and `cluster_tests` the local
+multi-node swarm. The first three run on pytest-xdist workers.
 `floors` installs every direct dependency at its declared floor and runs a part of `tests`
 there (a CI lane, not a default session: it resolves against PyPI).
 """
@@ -24,7 +26,7 @@ from bandkit.dockercli import docker_answers
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["tests", "e2e", "lint", "typecheck", "docker_tests"]
+nox.options.sessions = ["tests", "e2e", "lint", "typecheck", "docker_tests", "cluster_tests"]
 
 ROOT = Path(__file__).parent
 # Every uv project with its own lock besides the root one (`uv lock --check` in lint).
@@ -100,7 +102,10 @@ def tests(session: nox.Session) -> None:
     """The everyday loop: unit and in-process integration tests, network denied, each
     within 20 s. Posargs go to pytest."""
     _pytest(
-        session, marks="not e2e and not docker and not live", workers=2, pytest_args=DENY_NETWORK
+        session,
+        marks="not e2e and not docker and not cluster and not live",
+        workers=2,
+        pytest_args=DENY_NETWORK,
     )
 
 
@@ -129,6 +134,21 @@ def docker_tests(session: nox.Session) -> None:
     # The parallel part, then the tests that restart the Docker daemon itself, alone.
     _pytest(session, marks="docker and not exclusive", workers=3)
     _pytest(session, marks="docker and exclusive", workers=0)
+
+
+@nox.session
+def cluster_tests(session: nox.Session) -> None:
+    """The local multi-node Docker Swarm (`cluster.*`): real daemons in namespaces of their
+    own, so root and a host daemon (for `docker save`); one test at a time (the cluster's
+    names are machine-wide)."""
+    missing = [] if docker_answers() else ["no Docker daemon answers"]
+    missing += [] if os.geteuid() == 0 else ["not root"]
+    if missing:
+        why = f"{' and '.join(missing)} (`sudo uv run invoke ci.prepare --lane cluster_tests`)"
+        if os.environ.get("CI"):
+            session.error(why)
+        session.skip(why)
+    _pytest(session, marks="cluster", workers=0)
 
 
 @nox.session

@@ -58,6 +58,7 @@ class Kind(StrEnum):
     PROCESS = "process"
     WORKSPACE = "workspace"
     TEMPLATE = "template"  # an image loaded into a sandbox runtime's image store (sbx)
+    CLUSTER = "cluster"  # a piece of the local cluster (bandkit/cluster: its `part` says which)
 
 
 class Resource(BaseModel):

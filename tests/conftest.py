@@ -24,7 +24,7 @@ from tests.support.readme import clean_env
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FAST_TIMEOUT_S = 20.0  # pyproject.toml's `timeout`; the test below keeps the two equal
 SLOW_TIMEOUT_S = 900.0
-SLOW_LANES = ("e2e", "docker")
+SLOW_LANES = ("e2e", "docker", "cluster")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -60,6 +60,8 @@ LANES: tuple[Lane, ...] = (
             "debian-archive-keyring",
         ),
     ),
+    # The local multi-node swarm: ip (namespaces, bridge, veths) and its daemons.
+    Lane("cluster_tests", "cluster_tests", docker=True, apt=("iproute2",)),
 )
 
 _GATE = re.compile(r"matrix\.lane\s*[!=]=\s*['\"]([^'\"]+)['\"]")

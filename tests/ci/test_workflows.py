@@ -252,7 +252,7 @@ def test_image_tests_run_on_pull_requests() -> None:
     wf = ALL["ci.yml"]
     assert "pull_request" in wf["on"]
     docker = [lane for lane in lanes.LANES if lane.docker]
-    assert [lane.session for lane in docker] == ["docker_tests"]
+    assert [lane.session for lane in docker] == ["docker_tests", "cluster_tests"]
     check = _jobs(wf)["check"]
     assert "needs.lanes.outputs.matrix" in str(check["strategy"]["matrix"])
     assert f'{SUDO}uv run nox -s "$SESSION"' in _runs(check)

@@ -1,8 +1,8 @@
 """Docker fixtures and helpers: a container from the kit image, `docker run` through the
 entrypoint. The images themselves (`kit_image`, `sdk_home_image`, `sdk_extra_image`) are
 session fixtures in tests/conftest.py, built once per run by tests/support/images.py;
-`ensure_local_tag` makes that build the `band-python-kit:local` the tasks run (the demo,
-`kit.provision --runtime docker`) when that tag is absent or stale. `daemon_back` is for
+`images.ensure_local_tag` (tests/support/images.py) makes that build the
+`band-python-kit:local` the tasks run when that tag is absent or stale. `daemon_back` is for
 the tests that restart the Docker daemon (marked `exclusive`): it answers again when each
 ends, whatever the test did to it.
 
@@ -21,8 +21,6 @@ import pytest
 
 from bandkit.ci import dockerd
 from bandkit.dockercli import docker_answers
-from bandkit.image.facts import LOCAL_TAG
-from bandkit.runtimes.docker.identity import GID_LABEL
 
 
 def run(
@@ -63,34 +61,6 @@ def container(kit_image: str) -> Iterator[str]:
         yield name
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False, timeout=60)
-
-
-def current_image(ref: str) -> bool:
-    """`ref` exists and its entrypoint takes the box's own gid (what the runtime demands)."""
-    found = subprocess.run(
-        [
-            "docker",
-            "image",
-            "inspect",
-            "--format",
-            f'{{{{index .Config.Labels "{GID_LABEL}"}}}}',
-            ref,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    return found.returncode == 0 and found.stdout.strip() == "1"
-
-
-def ensure_local_tag(kit_image: str) -> str:
-    """`band-python-kit:local` (what the tasks run on docker): the session's build of the
-    working tree tagged so when that tag is absent or built before the entrypoint took a
-    gid; a current one is kept."""
-    if not current_image(LOCAL_TAG):
-        subprocess.run(["docker", "tag", kit_image, LOCAL_TAG], check=True, timeout=60)
-    return LOCAL_TAG
 
 
 @pytest.fixture

@@ -45,9 +45,8 @@ from tests.demo.support import (
     up_until,
 )
 from tests.runtimes.helpers import scratch_dir
+from tests.support import images
 from tests.support.wait import wait_for
-
-from .conftest import ensure_local_tag
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("one_demo_on_the_daemon")]
 
@@ -81,7 +80,7 @@ class Platform:
 
 @pytest.fixture(scope="module")
 def platform(kit_image: str) -> Iterator[Platform]:
-    ensure_local_tag(kit_image)  # absent, or built before the entrypoint took a gid
+    images.ensure_local_tag(kit_image)  # absent, or built before the entrypoint took a gid
     run_dir = scratch_dir("demo-docker-")
     plant_canary(run_dir)
     record, _ = service.up(run_dir)

@@ -39,9 +39,8 @@ from bandkit.runtimes import boxnet, hostguard
 from launcher.constants import PLACEHOLDER_AGENT_ID as PLACEHOLDER
 from tests.kit.support import Home, agent_id_in, kill, kill_platform
 from tests.runtimes.helpers import scratch_dir
+from tests.support import images
 from tests.support.wait import wait_for
-
-from .conftest import ensure_local_tag
 
 pytestmark = [pytest.mark.docker, pytest.mark.exclusive]
 OTHERS_WAIT_S = 120.0  # other containers get this long to end before the daemon restarts
@@ -144,7 +143,7 @@ def reaches(name: str, gateway: str, *ports: int) -> list[bool]:
 
 @pytest.fixture
 def home(kit_image: str, daemon_back: None) -> Iterator[Home]:
-    ensure_local_tag(kit_image)  # what kit.provision --runtime docker runs
+    images.ensure_local_tag(kit_image)  # what kit.provision --runtime docker runs
     root = scratch_dir("kit-restarts-docker-")
     result = Home(root, root / ".run")
     try:

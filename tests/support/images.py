@@ -3,6 +3,7 @@ once per test run whichever xdist worker asks first (fixtures in tests/conftest.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ from filelock import FileLock
 from bandkit.dockercli import docker_answers
 from bandkit.image import bases as image_bases
 from bandkit.image import build as image_build
-from bandkit.image.facts import host_arch
+from bandkit.image.facts import LOCAL_TAG, host_arch
+from bandkit.runtimes.docker.identity import GID_LABEL
 
 HOST_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 TEST_TAG = "band-python-kit:dockertest"
@@ -44,3 +46,31 @@ def build_once(
             image_build.build(request, progress=lambda _line: None)
             done.write_text(tag)
     return tag
+
+
+def current_image(ref: str) -> bool:
+    """`ref` exists and its entrypoint takes the box's own gid (what the runtime demands)."""
+    found = subprocess.run(
+        [
+            "docker",
+            "image",
+            "inspect",
+            "--format",
+            f'{{{{index .Config.Labels "{GID_LABEL}"}}}}',
+            ref,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    return found.returncode == 0 and found.stdout.strip() == "1"
+
+
+def ensure_local_tag(kit_image: str) -> str:
+    """`band-python-kit:local` (what the tasks run on docker): the session's build of the
+    working tree tagged so when that tag is absent or built before the entrypoint took a
+    gid; a current one is kept."""
+    if not current_image(LOCAL_TAG):
+        subprocess.run(["docker", "tag", kit_image, LOCAL_TAG], check=True, timeout=60)
+    return LOCAL_TAG

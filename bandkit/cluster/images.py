@@ -1,0 +1,87 @@
+"""Images onto the nodes: `docker save` on the host's daemon once, `docker load` on each
+node at once. The only thing the cluster asks of the host's daemon is that save."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bandkit import tools
+from bandkit.cluster.errors import ClusterError
+from bandkit.cluster.layout import Node
+from bandkit.cluster.swarm import docker
+
+SAVE_TIMEOUT_S = 300.0
+LOAD_TIMEOUT_S = 300.0
+
+
+def host_id(image: str) -> str | None:
+    """The image's id on the host's daemon, or None when it has no such image."""
+    result = tools.run(
+        ["docker", "image", "inspect", "--format", "{{.Id}}", image],
+        what="docker image inspect",
+        timeout=60,
+        check=False,
+        unset=("DOCKER_HOST",),
+        error=ClusterError,
+    )
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def node_id(node: Node, image: str) -> str | None:
+    out = docker(node, "image", "inspect", "--format", "{{.Id}}", image, check=False)
+    return out.strip() or None
+
+
+def distribute(
+    images: Sequence[str],
+    targets: Sequence[Node],
+    scratch: Path,
+    progress: Callable[[str], None] = print,
+) -> list[str]:
+    """Load each image into every node that lacks it (same id: skipped); what was done."""
+    done: list[str] = []
+    for image in images:
+        wanted = host_id(image)
+        if wanted is None:
+            raise ClusterError(
+                f"the host's Docker has no image {image}; build it first "
+                "(`uv run invoke build` for the kit image)"
+            )
+        lacking = [n for n in targets if node_id(n, image) != wanted]
+        if not lacking:
+            continue
+        progress(f"cluster.up: loading {image} into {', '.join(n.name for n in lacking)} ...")
+        scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, raw = tempfile.mkstemp(dir=scratch, prefix="image-", suffix=".tar")
+        os.close(fd)
+        archive = Path(raw)
+        try:
+            tools.run(
+                ["docker", "image", "save", "--output", str(archive), image],
+                what=f"docker save {image}",
+                timeout=SAVE_TIMEOUT_S,
+                unset=("DOCKER_HOST",),
+                error=ClusterError,
+            )
+
+            def load(node: Node, archive: Path = archive) -> None:
+                docker(
+                    node,
+                    "image",
+                    "load",
+                    "--quiet",
+                    "--input",
+                    str(archive),
+                    timeout=LOAD_TIMEOUT_S,
+                )
+
+            with ThreadPoolExecutor(max_workers=len(lacking)) as pool:
+                list(pool.map(load, lacking))
+        finally:
+            archive.unlink(missing_ok=True)
+        done.append(f"{image} -> {', '.join(n.name for n in lacking)}")
+    return done

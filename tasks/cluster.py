@@ -1,0 +1,84 @@
+"""`cluster.*`: a local multi-node Docker Swarm on this machine (bandkit/cluster/)."""
+
+from __future__ import annotations
+
+from invoke.context import Context
+from invoke.tasks import task
+
+from bandkit.errors import BandkitError
+from tasks._common import RUN_DIR_HELP, reports, resolve_run_dir
+
+KIT_IMAGE = "band-python-kit:local"
+
+
+@task(
+    name="up",
+    iterable=["image"],
+    help={
+        "nodes": "how many nodes (1-9; default 3)",
+        "managers": "how many of them are managers: 1 or 3 (default 1)",
+        "image": f"an image of the host's Docker to load into every node (repeatable; "
+        f"default {KIT_IMAGE}, the kit image)",
+        "no_image": "load no image",
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("cluster.up")
+def cluster_up(
+    c: Context,
+    nodes: int = 3,
+    managers: int = 1,
+    image: list[str] | None = None,
+    no_image: bool = False,
+    run_dir: str = "",
+) -> None:
+    """Start a local Docker Swarm of --nodes nodes, each a Docker daemon in a network
+    namespace of its own, with the kit image loaded into each.
+
+    Needs root. Everything it makes is recorded first (<run_dir>/cluster/manifest.json),
+    so `cluster.down` removes exactly that, even after a crash; run again, it reports the
+    cluster already up, or rebuilds one an earlier run left unfinished.
+    """
+    from bandkit import cluster
+
+    refs = [] if no_image else [r for r in (image or [KIT_IMAGE]) if r]
+    made = cluster.up(
+        cluster.Layout.of(resolve_run_dir(c, run_dir)),
+        count=nodes,
+        managers=managers,
+        image_refs=refs,
+    )
+    print(f"export DOCKER_HOST={made.manager.docker_host}")
+
+
+@task(
+    name="status",
+    help={"json": "print JSON instead of the table", "run_dir": RUN_DIR_HELP},
+)
+@reports("cluster.status")
+def cluster_status(c: Context, json: bool = False, run_dir: str = "") -> None:
+    """Each node (name, address, daemon, role, availability, state) and the DOCKER_HOST
+    that reaches a manager. Exits 1 when the cluster is not whole; changes nothing."""
+    from bandkit import cluster
+
+    state = cluster.status(cluster.Layout.of(resolve_run_dir(c, run_dir)))
+    print(cluster.to_json(state) if json else "\n".join(cluster.describe(state)))
+    if state.cluster is not None and not (
+        state.complete and all(s.daemon and s.row and s.row.state == "ready" for s in state.states)
+    ):
+        raise BandkitError("not every node is up and ready")
+
+
+@task(name="down", help={"run_dir": RUN_DIR_HELP})
+@reports("cluster.down")
+def cluster_down(c: Context, run_dir: str = "") -> None:
+    """Remove the local cluster: daemons and all they run, namespaces, veths, the bridge,
+    cgroups and data, exactly as recorded. Idempotent; run it again after a failure."""
+    from bandkit import cluster
+
+    report = cluster.down(cluster.Layout.of(resolve_run_dir(c, run_dir)))
+    for line in report.lines():
+        print(f"cluster.down: {line}")
+    if not report.clean:
+        raise BandkitError("some pieces could not be removed (above); run cluster.down again")
+    print("cluster.down: nothing left" if report.removed else "cluster.down: no local cluster")

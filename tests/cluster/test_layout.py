@@ -1,0 +1,100 @@
+"""The local cluster's pure parts: its names and files, its refusals, its status lines,
+its cgroup removal (no root, no daemon: the fast lane)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bandkit.cluster import ClusterError, Layout, daemons, describe, lifecycle, status, up
+from bandkit.cluster.layout import MAX_NODES, nodes
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_every_name_fits_the_kernel_and_every_node_is_its_own() -> None:
+    every = nodes(MAX_NODES)
+    for node in every:
+        assert len(node.veth) <= 15
+        assert len(node.netns) <= 15
+        assert len(str(node.socket)) < 108  # a unix socket path's limit
+    layout = Layout.of(Path("relative/run"))
+    assert layout.home.is_absolute()
+    configs = [daemons.daemon_config(layout, n) for n in every]
+    for key in ("data-root", "exec-root", "pidfile", "hosts", "cgroup-parent"):
+        values = [str(c[key]) for c in configs]
+        assert len(set(values)) == len(values), key
+    assert len({n.address for n in every}) == len(every)
+
+
+def test_up_needs_root_and_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(ClusterError, match=r"needs root.*sudo uv run invoke cluster.up"):
+        up(Layout.of(tmp_path), count=3)
+    assert not (tmp_path / "cluster").exists()
+
+
+@pytest.mark.parametrize(
+    ("count", "managers", "says"),
+    [(0, 1, "--nodes must be 1 to 9"), (10, 1, "--nodes"), (3, 2, "quorum"), (2, 3, "--managers")],
+)
+def test_up_refuses_a_shape_it_cannot_make(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, count: int, managers: int, says: str
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(ClusterError, match=says):
+        up(Layout.of(tmp_path), count=count, managers=managers)
+    assert not (tmp_path / "cluster").exists()  # refused before anything is recorded
+
+
+def test_status_without_a_cluster_says_how_to_start_one(tmp_path: Path) -> None:
+    state = status(Layout.of(tmp_path))
+    assert state.cluster is None
+    assert state.docker_host is None
+    assert describe(state) == [
+        "cluster.status: no local cluster (`uv run invoke cluster.up --nodes 3`)"
+    ]
+
+
+def test_the_tasks_answer_without_a_cluster(tmp_path: Path) -> None:
+    for verb, says in (("status", "no local cluster"), ("down", "no local cluster")):
+        done = subprocess.run(
+            [sys.executable, "-m", "invoke", f"cluster.{verb}", "--run-dir", str(tmp_path)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert says in done.stdout
+
+
+def test_cgroups_are_removed_deepest_first_and_links_are_not_followed(tmp_path: Path) -> None:
+    node = nodes(1)[0]
+    (tmp_path / "cpu" / node.cgroup_parent / "abc" / "def").mkdir(parents=True)
+    (tmp_path / "memory" / node.cgroup_parent).mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "pids").mkdir()
+    (tmp_path / "pids" / node.cgroup_parent).symlink_to(elsewhere)
+    daemons.remove_cgroups(node, root=tmp_path)
+    assert not (tmp_path / "cpu" / node.cgroup_parent).exists()
+    assert not (tmp_path / "memory" / node.cgroup_parent).exists()
+    assert elsewhere.is_dir()  # a link is not ours to follow
+
+
+def test_an_unknown_recorded_part_is_a_failure_not_a_silent_drop(tmp_path: Path) -> None:
+    from bandkit.manifest import Kind, Manifest
+
+    layout = Layout.of(tmp_path)
+    with Manifest.open(layout.manifest, run_id="cluster") as manifest:
+        manifest.record(Kind.CLUSTER, "mystery", part="mystery")
+        report = lifecycle._teardown(manifest)
+    assert not report.clean
+    assert "unknown cluster part 'mystery'" in report.lines()[0]
+    assert layout.manifest.exists()  # kept for a later run
