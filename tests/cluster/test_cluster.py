@@ -276,6 +276,7 @@ def test_kill_9_of_up_at_any_point_then_one_down_leaves_nothing(run_dir: Path) -
     before = host_state()
     for point, ready in KILL_POINTS.items():
         _kill_up_when(run_dir, ready, "--image", SMALL_IMAGE)
+        assert leftovers(run_dir) != [], f"{point}: nothing was left to remove"
         down = invoke("cluster.down", run_dir=run_dir)
         assert down.returncode == 0, f"{point}: {down.stdout}{down.stderr}"
         assert leftovers(run_dir) == [], point
