@@ -301,6 +301,7 @@ def main(
     timeout: float,
     run_dir: Path,
     wait: float = agent_check.CONNECT_TIMEOUT_S,
+    image: str | None = None,
 ) -> str:
     """The `kit.provision` task: returns the agent id (the task prints only that)."""
     _valid(name)
@@ -321,6 +322,7 @@ def main(
         host=host,
         create=create,
         kit=kit,
+        image=image,
         timeout_s=timeout,
         platform=platform.details(),
     )

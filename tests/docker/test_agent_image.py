@@ -1,0 +1,147 @@
+"""`kit.build-agent` for real: an agent image built on the kit image, found again by its
+inputs' digest, proved to take the launcher's fast path, carrying nothing of its build's
+environment, and run by `kit.provision --runtime docker --image` with no download."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bandkit.emulator import service
+from tests import commands
+from tests.kit.support import Home
+from tests.runtimes.helpers import scratch_dir
+
+pytestmark = pytest.mark.docker
+PYPI_HOSTS = ("pypi.org", "files.pythonhosted.org")
+
+
+@pytest.fixture
+def home(kit_image: str) -> Iterator[Home]:
+    root = scratch_dir("agent-image-")
+    result = Home(root, root / ".run")
+    try:
+        yield result
+    finally:
+        provisioned = result.run_dir / "provision"
+        for folder in sorted(provisioned.iterdir()) if provisioned.is_dir() else []:
+            result.invoke("kit.unprovision", "--name", folder.name, "--forget-unreachable")
+        if (result.run_dir / service.RUN_FILE).exists():
+            service.down(result.run_dir)
+        shutil.rmtree(root, ignore_errors=True)
+        made = subprocess.run(
+            [
+                "docker",
+                "images",
+                "--filter",
+                "reference=band-agent-imaged",
+                "--format",
+                "{{.Repository}}:{{.Tag}}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        ).stdout.split()
+        if made:
+            subprocess.run(["docker", "image", "rm", *made], capture_output=True, timeout=120)
+
+
+def _inspect(ref: str) -> dict[str, object]:
+    out = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{json .Config}}", ref],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    config: dict[str, object] = json.loads(out)
+    return config
+
+
+def _hosts(node: object) -> list[str]:
+    """Every `host` value anywhere in the policy log's JSON."""
+    if isinstance(node, dict):
+        own = [str(node["host"])] if "host" in node else []
+        return own + [h for value in node.values() for h in _hosts(value)]
+    if isinstance(node, list):
+        return [h for item in node for h in _hosts(item)]
+    return []
+
+
+def _build_agent(*args: str) -> subprocess.CompletedProcess[str]:
+    return commands.invoke("kit.build-agent", *args, timeout=900)
+
+
+def _build(workspace: Path, base: str) -> tuple[str, str]:
+    done = _build_agent("--workspace", str(workspace), "--base", base)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.strip().splitlines()
+    return lines[-1], lines[-2]
+
+
+def test_an_agent_image_is_built_once_per_input_and_starts_with_no_download(
+    home: Home, kit_image: str
+) -> None:
+    workspace = home.workspace("imaged")
+    tag, said = _build(workspace, kit_image)
+    assert tag.startswith("band-agent-imaged:")
+    assert said.startswith("kit.build-agent: built ")
+    again, said = _build(workspace, kit_image)
+    assert again == tag
+    assert said.startswith("kit.build-agent: up to date: ")
+    # nothing of the build's own environment or command stays in the image
+    config, base = _inspect(tag), _inspect(kit_image)
+    assert config["Env"] == base["Env"]
+    assert config["Entrypoint"] == base["Entrypoint"]
+    assert config["Cmd"] == base["Cmd"]
+    # a changed lock input is another image
+    pyproject = workspace / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("echoes every", "echoes each"))
+    changed, _ = _build(workspace, kit_image)
+    assert changed != tag
+
+    # provisioned from the agent image: connected, and its start fetched nothing
+    home.ok("platform.up")
+    done = home.ok(
+        "kit.provision",
+        "--name",
+        "imaged",
+        "--workspace",
+        str(workspace),
+        "--runtime",
+        "docker",
+        "--image",
+        changed,
+        "--description",
+        "an echo agent from an agent image",
+    )
+    assert done.stdout.strip()
+    logs = subprocess.run(
+        ["docker", "logs", "imaged"], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "phase sync: skipped uv" in logs.stdout + logs.stderr
+    policy = home.ok("kit.policy-log", "--name", "imaged", "--json").stdout
+    hosts = set(_hosts(json.loads(policy)))
+    assert hosts, policy  # the platform's route at least: the log is read
+    assert not any(pypi in host for host in hosts for pypi in PYPI_HOSTS), hosts
+    assert "echo: @imaged" in home.ok("kit.ping", "--name", "imaged").stdout
+
+
+def test_build_agent_says_what_is_missing(home: Home, tmp_path: Path) -> None:
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "band.yaml").write_text("agent: {}\n")
+    done = _build_agent("--workspace", str(bare))
+    assert done.returncode == 1
+    assert "has no uv.lock, pyproject.toml" in done.stderr
+    assert "Traceback" not in done.stderr
+    workspace = home.workspace("nobase")
+    done = _build_agent("--workspace", str(workspace), "--base", "no-such:image")
+    assert done.returncode == 1
+    assert "image no-such:image is missing; run `uv run invoke build`" in done.stderr

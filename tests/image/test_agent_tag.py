@@ -1,0 +1,47 @@
+"""Agent image tags (bandkit/image/agent.py): one per set of inputs, and a clear refusal of
+a workspace that is not a locked uv project (no Docker needed)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bandkit.dockercli import ImageError
+from bandkit.image import agent
+from tests.runtimes.helpers import STARTER
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    target = tmp_path / "My Agent"
+    shutil.copytree(STARTER, target, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    return target
+
+
+def test_the_tag_follows_every_input_the_fast_path_compares(workspace: Path) -> None:
+    first = agent.tag_for(workspace, "sha256:aaa")
+    assert first.startswith("band-agent-my-agent:")
+    assert agent.tag_for(workspace, "sha256:aaa") == first
+    assert agent.tag_for(workspace, "sha256:bbb") != first  # another base
+    moved = workspace.parent / "elsewhere"
+    shutil.copytree(workspace, moved)
+    assert agent.tag_for(moved, "sha256:aaa").split(":")[1] != first.split(":")[1]
+    for name in agent.FILES:
+        path = workspace / name
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n")
+        assert agent.tag_for(workspace, "sha256:aaa") != first, name
+        path.write_bytes(original)
+    assert agent.tag_for(workspace, "sha256:aaa") == first
+    (workspace / "agent.py").write_text("# the code is mounted, not baked\n")
+    assert agent.tag_for(workspace, "sha256:aaa") == first
+
+
+def test_a_workspace_without_a_lock_is_refused_by_name(workspace: Path) -> None:
+    (workspace / "uv.lock").unlink()
+    with pytest.raises(ImageError, match=r"has no uv.lock: an agent workspace is a uv project"):
+        agent.build(workspace)
+    with pytest.raises(ImageError, match="is not a directory"):
+        agent.build(workspace / "missing")
