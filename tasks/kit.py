@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from invoke.context import Context
@@ -91,6 +92,7 @@ def validate(c: Context, spec: str = "", spec_shape: str = "auto") -> None:
         "runtime": "auto (sbx, else docker, else local), sbx, docker or local",
         "image": "docker: the image to run (default band-python-kit:local; an agent image "
         "from kit.build-agent starts with no download)",
+        "agent_image": "docker: build (or find) the workspace's agent image and run it",
         "timeout": "seconds to wait for the registration answer (default 120)",
         "wait": "seconds to wait for the agent to connect after create (default 60; 0: don't)",
         "run_dir": RUN_DIR_HELP,
@@ -109,6 +111,7 @@ def kit_provision(
     kit: str = "",
     runtime: str = "auto",
     image: str = "",
+    agent_image: bool = False,
     timeout: int = 120,
     wait: int = 60,
     run_dir: str = "",
@@ -123,10 +126,13 @@ def kit_provision(
     """
     from bandkit.kit import commands
 
+    where = Path(need(workspace, "--workspace", "./my-agent")).absolute()
+    if agent_image:
+        image = _agent_image(where, image, runtime)
     agent_id = commands.main(
         name=need(name, "--name", "my-agent"),
         description=need(description, "--description", '"what my agent does"'),
-        workspace=Path(need(workspace, "--workspace", "./my-agent")).absolute(),
+        workspace=where,
         agent_name=agent_name,
         host=host,
         rest_url=rest_url,
@@ -139,6 +145,19 @@ def kit_provision(
         image=image or None,
     )
     print(agent_id)
+
+
+def _agent_image(workspace: Path, image: str, runtime: str) -> str:
+    """The tag of the workspace's agent image on the kit image, built when missing."""
+    if image:
+        raise BandkitError("give --image or --agent-image, not both")
+    if runtime != "docker":
+        raise BandkitError("--agent-image runs on the docker runtime: add --runtime docker")
+    from bandkit.image import agent
+
+    made = agent.build(workspace, progress=lambda line: print(line, file=sys.stderr))
+    print(f"provision: agent image {made.line()}", file=sys.stderr)
+    return made.tag
 
 
 @task(

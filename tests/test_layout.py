@@ -38,6 +38,7 @@ FLOORS: tuple[tuple[str, int], ...] = (
     ("bandkit.doctor", 2),
     ("bandkit.doctor_next", 2),
     ("bandkit.image", 2),
+    ("bandkit.cluster", 2),
     ("bandkit.proxies", 2),
     ("bandkit.runtimes", 2),
     ("bandkit.kit", 3),
@@ -60,6 +61,7 @@ NAMESPACES = {
     "smoke": "smoke",
     "release": "bandkit/release",
     "llm": "bandkit/llm",
+    "cluster": "bandkit/cluster",
 }
 # invoke namespace -> its tasks/ module, where that is not the namespace's own name: invoke
 # puts tasks/ on sys.path, where tasks/platform.py would shadow the standard library's

@@ -3,7 +3,8 @@
 Each benchmark is a module here with `run() -> list[str]`: it measures, compares with the
 upstream kit where that runs here, and returns the lines to print (figures and ratios).
 Register it in `BENCHES` below, with its one-line summary and the test lanes its quick
-run belongs to (`tests/test_bench.py`: "e2e" needs no Docker, "docker" does).
+run belongs to (`tests/bench/test_quick.py`: "e2e" needs no Docker, "docker" does,
+"cluster" starts the local swarm).
 
 Quick mode (`--quick`, or `BANDKIT_BENCH_QUICK=1` in the environment) runs each benchmark
 once at its smallest sizes (`sized(full, small)`): not figures to compare, a proof that
@@ -80,6 +81,16 @@ BENCHES: Final[dict[str, Bench]] = {
     ),
     "proxy": Bench(
         "proxy", "the hardened credential proxy's cost on one HTTP round trip", ("e2e",)
+    ),
+    "agent_image": Bench(
+        "agent_image",
+        "the sync phase at start and the bytes it downloads: kit image vs agent image",
+        ("docker",),
+    ),
+    "cluster": Bench(
+        "cluster",
+        "local 3-node swarm: up, down, 3 replicas, a rolling update, a drain (root)",
+        ("cluster",),
     ),
     "release": Bench(
         "release", "release.publish rehearsal against two registries on 127.0.0.1", ("docker",)

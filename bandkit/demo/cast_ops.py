@@ -7,6 +7,9 @@
 * `provision_cast`: `bandkit.kit.provision` for each role without creating the sandbox:
   register, write agent.id into the staged band.yaml, store the key as a proxy-managed
   secret scoped to the sandbox name (all recorded in the manifest first).
+* `agent_images`: on docker, each role's agent image (`bandkit.image.agent`: the sandbox
+  image with the staged workspace's locked dependencies synced in), built at once, so the
+  sandboxes start with no download; a later run with the same inputs builds nothing.
 * `create_sandboxes`: one sandbox per role with the platform's env and egress, plus what
   the brains add (`brains.Brains`: the model's env, its key as a secret, its egress).
 * `wait_connected`: until every agent's startup log says it is connected, with a deadline
@@ -18,10 +21,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
 from bandkit.demo import DemoError
+from bandkit.dockercli import ImageError
+from bandkit.image import agent as agent_image
 from bandkit.kit.platform_api import (
     NO_RETRY,
     PLATFORM_ERRORS,
@@ -118,12 +124,30 @@ def provision_cast(
     return ids
 
 
+def agent_images(
+    requests: Mapping[Role, ProvisionRequest], *, base: str, log: Log
+) -> dict[Role, str]:
+    """Each role's agent image on `base`, the three built at once."""
+
+    def one(role: Role) -> tuple[Role, agent_image.AgentImage]:
+        try:
+            return role, agent_image.build(requests[role].workspace, base=base, progress=log)
+        except ImageError as exc:
+            raise DemoError(f"the agent image of {CAST[role].name}: {exc}") from None
+
+    with ThreadPoolExecutor(max_workers=len(requests)) as pool:
+        made = dict(pool.map(one, requests))
+    for role, image in made.items():
+        log(f"agent image: {CAST[role].name}: {image.line()}")
+    return {role: image.tag for role, image in made.items()}
+
+
 def create_sandboxes(
     requests: Mapping[Role, ProvisionRequest],
     *,
     runtime: Runtime,
     kit: str | None,
-    image: str | None,
+    images: Mapping[Role, str | None],
     log: Log,
     secrets: Mapping[Role, tuple[Secret, ...]] | None = None,
     egress: Mapping[Role, tuple[str, ...]] | None = None,
@@ -135,7 +159,7 @@ def create_sandboxes(
             name=request.name,
             workspaces=(request.workspace,),
             kit=kit,
-            image=image,
+            image=images.get(role),
             env=env,
             secrets=(secrets or {}).get(role, ()),
             egress=(*platform, *(egress or {}).get(role, ())),

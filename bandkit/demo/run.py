@@ -213,12 +213,15 @@ class DemoRun:
         self.phase = "sandboxes"
         say(phase_line("sandboxes", f"creating three {runtime.name.value} sandboxes"))
         kit = preflight.kit_for(runtime)
-        image = cli_image.sandbox_image(options.brains, runtime.name.value)
+        base = cli_image.sandbox_image(options.brains, runtime.name.value)
+        images: dict[Role, str | None] = dict.fromkeys(requests)
+        if base is not None:  # docker: start with the dependencies in the image
+            images.update(cast_ops.agent_images(requests, base=base, log=say))
         cast_ops.create_sandboxes(
             requests,
             runtime=runtime,
             kit=kit,
-            image=image,
+            images=images,
             log=say,
             secrets=brains.secrets,
             egress=brains.egress,

@@ -52,7 +52,7 @@ def test_every_registered_benchmark_has_a_module_with_run_and_a_lane() -> None:
         module = importlib.import_module(f"bandkit.bench.{entry.module}")
         assert callable(module.run), name
         assert entry.lanes, name
-        assert set(entry.lanes) <= {"e2e", "docker"}, name
+        assert set(entry.lanes) <= {"e2e", "docker", "cluster"}, name
 
 
 def test_quick_and_docker_switches(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,7 @@ import pytest
 from bandkit.bench import BENCHES, DOCKER_ENV, QUICK_ENV
 from bandkit.dockercli import docker_answers
 from tests import commands
+from tests.support import images
 
 BENCH_TIMEOUT_S = 850.0
 DEMO_BENCHES = ("demo",)  # run demo.up on Docker: the band-demo-* containers
@@ -66,3 +67,11 @@ def test_each_docker_benchmark_runs_in_quick_mode(
     )
     figures = _quick(name)
     assert not [line for line in figures if "skipped: no Docker" in line], figures
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("name", [n for n, b in BENCHES.items() if "cluster" in b.lanes])
+def test_each_cluster_benchmark_runs_in_quick_mode(name: str, kit_image: str) -> None:
+    images.ensure_local_tag(kit_image)
+    figures = _quick(name)
+    assert not [line for line in figures if "skipped" in line], figures

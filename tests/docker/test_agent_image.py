@@ -16,6 +16,7 @@ from bandkit.emulator import service
 from tests import commands
 from tests.kit.support import Home
 from tests.runtimes.helpers import scratch_dir
+from tests.support import images
 
 pytestmark = pytest.mark.docker
 PYPI_HOSTS = ("pypi.org", "files.pythonhosted.org")
@@ -33,23 +34,8 @@ def home(kit_image: str) -> Iterator[Home]:
             result.invoke("kit.unprovision", "--name", folder.name, "--forget-unreachable")
         if (result.run_dir / service.RUN_FILE).exists():
             service.down(result.run_dir)
+        images.remove_agent_images(root.resolve())
         shutil.rmtree(root, ignore_errors=True)
-        made = subprocess.run(
-            [
-                "docker",
-                "images",
-                "--filter",
-                "reference=band-agent-imaged",
-                "--format",
-                "{{.Repository}}:{{.Tag}}",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-        ).stdout.split()
-        if made:
-            subprocess.run(["docker", "image", "rm", *made], capture_output=True, timeout=120)
 
 
 def _inspect(ref: str) -> dict[str, object]:

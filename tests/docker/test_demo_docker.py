@@ -90,6 +90,7 @@ def platform(kit_image: str) -> Iterator[Platform]:
     finally:
         teardown.down(run_dir, env={}, log=print)  # whatever a failed test left
         service.down(run_dir)
+        images.remove_agent_images(run_dir.resolve(), layout.box_root.resolve())
         shutil.rmtree(run_dir, ignore_errors=True)
         if layout.box_root != run_dir / "demo-boxes":
             shutil.rmtree(layout.box_root, ignore_errors=True)

@@ -40,6 +40,7 @@ from tests.demo import real_provider
 from tests.demo.leftovers import leftovers, secrets_in
 from tests.demo.support import AGENT_KEY_PREFIX, CANARY, demo_env, plant_canary
 from tests.runtimes.helpers import REPO, scratch_dir
+from tests.support import images
 
 pytestmark = [
     pytest.mark.docker,
@@ -86,6 +87,7 @@ def platform() -> Iterator[Platform]:
     finally:
         teardown.down(run_dir, env={}, log=print)  # whatever a failed test left
         service.down(run_dir)
+        images.remove_agent_images(run_dir.resolve(), layout.box_root.resolve())
         shutil.rmtree(run_dir, ignore_errors=True)
         if layout.box_root != run_dir / "demo-boxes":
             shutil.rmtree(layout.box_root, ignore_errors=True)

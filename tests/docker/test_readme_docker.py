@@ -46,4 +46,18 @@ def test_first_agent_on_docker_as_written(clone: Path) -> None:
         ["pgrep", "-f", "bandkit.proxies.egress.*my-agent"], capture_output=True, check=False
     )
     assert leftover.returncode == 1, leftover.stdout
+
+    # "Agent images": the same agent from an image with its dependencies in it
+    build_agent, provision_imaged = readme_block("Agent images: no package install at start")
+    tag = run(build_agent, clone).stdout.strip().splitlines()[-1]
+    assert tag.startswith("band-agent-my-agent:"), tag
+    provisioned = run(provision_imaged, clone)
+    assert f"provision: agent image up to date: {tag}" in provisioned.stderr
+    logs = subprocess.run(
+        ["docker", "logs", "my-agent"], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "phase sync: skipped uv" in logs.stdout + logs.stderr
+    assert "echo: @my-agent ping:" in run(ping, clone).stdout
+    assert "removed agent:" in run(unprovision, clone).stdout
+    subprocess.run(["docker", "image", "rm", tag], capture_output=True, check=False, timeout=120)
     run(down, clone)

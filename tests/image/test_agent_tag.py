@@ -4,13 +4,15 @@ a workspace that is not a locked uv project (no Docker needed)."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from bandkit.dockercli import ImageError
 from bandkit.image import agent
-from tests.runtimes.helpers import STARTER
+from tests.runtimes.helpers import REPO, STARTER
 
 
 @pytest.fixture
@@ -45,3 +47,42 @@ def test_a_workspace_without_a_lock_is_refused_by_name(workspace: Path) -> None:
         agent.build(workspace)
     with pytest.raises(ImageError, match="is not a directory"):
         agent.build(workspace / "missing")
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--runtime", "local"], "--agent-image runs on the docker runtime: add --runtime docker"),
+        (["--runtime", "docker", "--image", "x:y"], "give --image or --agent-image, not both"),
+    ],
+)
+def test_provision_with_an_agent_image_refuses_what_cannot_be(
+    workspace: Path, tmp_path: Path, extra: list[str], says: str
+) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "kit.provision",
+            "--name",
+            "imaged",
+            "--workspace",
+            str(workspace),
+            "--description",
+            "an echo agent from an image",
+            "--agent-image",
+            *extra,
+            "--run-dir",
+            str(tmp_path / ".run"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / ".run").exists()  # refused before anything was made

@@ -74,3 +74,43 @@ def ensure_local_tag(kit_image: str) -> str:
     if not current_image(LOCAL_TAG):
         subprocess.run(["docker", "tag", kit_image, LOCAL_TAG], check=True, timeout=60)
     return LOCAL_TAG
+
+
+def remove_agent_images(*roots: Path) -> list[str]:
+    """Remove the agent images (`kit.build-agent`) made for workspaces under `roots`: what
+    a test's run directory left in the daemon. The removed tags."""
+    listed = subprocess.run(
+        [
+            "docker",
+            "images",
+            "--filter",
+            "label=bandkit.agent.workspace",
+            "--format",
+            "{{.Repository}}:{{.Tag}}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    ).stdout.split()
+    made = []
+    for tag in listed:
+        label = subprocess.run(
+            [
+                "docker",
+                "image",
+                "inspect",
+                "--format",
+                '{{index .Config.Labels "bandkit.agent.workspace"}}',
+                tag,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        ).stdout.strip()
+        if any(Path(label).is_relative_to(root) for root in roots if label):
+            made.append(tag)
+    if made:
+        subprocess.run(["docker", "image", "rm", *made], capture_output=True, timeout=300)
+    return made
