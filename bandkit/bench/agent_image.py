@@ -29,21 +29,11 @@ SYNC_AND_COUNT = (
 
 def _start(image: str, workspace: Path) -> tuple[float, int]:
     from bandkit.dockercli import docker
+    from bandkit.image import agent
 
-    argv = [
-        "run",
-        "--rm",
-        "--entrypoint",
-        "/usr/bin/env",
-        "--volume",
-        f"{workspace}:{workspace}:ro",
-        image,
-        f"WORKSPACE_DIR={workspace}",
-        "/usr/local/bin/band-entrypoint.sh",
-        "sh",
-        "-c",
-        SYNC_AND_COUNT,
-    ]
+    options, variables = agent.sync_argv(workspace, agent.host_bundle())
+    argv = ["run", "--rm", *options, image, *variables]
+    argv += ["/usr/local/bin/band-entrypoint.sh", "sh", "-c", SYNC_AND_COUNT]
     began = time.monotonic()
     done = docker(argv, 900)
     return time.monotonic() - began, int(done.stdout.strip().splitlines()[-1])

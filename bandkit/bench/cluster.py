@@ -95,8 +95,7 @@ def run() -> list[str]:
                 "--no-resolve-image",
                 "--placement-pref",
                 "spread=node.id",
-                "--stop-signal",
-                "SIGINT",
+                "--init",  # sleep as PID 1 would ignore the stop signal: 10 s per task
                 "--entrypoint",
                 "sleep",
                 LOCAL_TAG,

@@ -81,17 +81,19 @@ def _config(ref: str) -> tuple[list[str] | None, list[str] | None]:
     return config.get("Entrypoint"), config.get("Cmd")
 
 
-def _sync_argv(workspace: Path, bundle: Path | None) -> list[str]:
-    """`docker create` options and command that run the sync phase for `workspace`."""
-    argv = ["--entrypoint", "/usr/bin/env", "--volume", f"{workspace}:{workspace}:ro"]
+def sync_argv(workspace: Path, bundle: Path | None) -> tuple[list[str], list[str]]:
+    """The `docker create`/`run` options, and the `env` variables before the command, that
+    run the sync phase for `workspace` (uv trusting `bundle` too, when given)."""
+    options = ["--entrypoint", "/usr/bin/env", "--volume", f"{workspace}:{workspace}:ro"]
     variables = [f"WORKSPACE_DIR={workspace}"]
     if bundle is not None:
-        argv += ["--volume", f"{bundle}:{BUNDLE_IN_BUILD}:ro"]
+        options += ["--volume", f"{bundle}:{BUNDLE_IN_BUILD}:ro"]
         variables += [f"SSL_CERT_FILE={BUNDLE_IN_BUILD}", f"REQUESTS_CA_BUNDLE={BUNDLE_IN_BUILD}"]
-    return [*argv, "--", *variables]
+    return options, variables
 
 
-def _host_bundle() -> Path | None:
+def host_bundle() -> Path | None:
+    """The host's CA bundle (SSL_CERT_FILE: a TLS-intercepting network's CA), if any."""
     raw = os.environ.get("SSL_CERT_FILE", "")
     return Path(raw) if raw and Path(raw).is_file() else None
 
@@ -115,7 +117,7 @@ def build(
         return AgentImage(tag, False, time.monotonic() - began, image_size(tag))
     progress(f"build-agent: syncing {workspace.name}'s locked dependencies into {tag} ...")
     name = f"band-agent-build-{secrets.token_hex(6)}"
-    options, variables = _split(_sync_argv(workspace, _host_bundle()))
+    options, variables = sync_argv(workspace, host_bundle())
     create = ["create", "--name", name, "--label", f"{LABEL}={workspace}", *options, base]
     docker([*create, *variables, *entrypoint, *PREBUILD], 120)
     try:
@@ -132,14 +134,9 @@ def build(
     return AgentImage(tag, True, time.monotonic() - began, image_size(tag))
 
 
-def _split(argv: list[str]) -> tuple[list[str], list[str]]:
-    cut = argv.index("--")
-    return argv[:cut], argv[cut + 1 :]
-
-
 def _prove(tag: str, workspace: Path) -> None:
     """The sync phase in a fresh container of `tag`, with no network: it must skip uv."""
-    options, variables = _split(_sync_argv(workspace, None))
+    options, variables = sync_argv(workspace, None)
     entrypoint, _ = _config(tag)
     argv = ["run", "--rm", "--network", "none", *options, tag, *variables]
     ran = docker([*argv, *(entrypoint or []), *PREBUILD], PROOF_TIMEOUT_S, check=False)
@@ -147,6 +144,5 @@ def _prove(tag: str, workspace: Path) -> None:
         docker(["image", "rm", tag], 60, check=False)
         tail = "\n".join((ran.stderr + ran.stdout).strip().splitlines()[-8:])
         raise ImageError(
-            f"{tag} was built but its launch would not take the fast path "
-            f"(removed):\n{tail}"
+            f"{tag} was built but its launch would not take the fast path (removed):\n{tail}"
         )
