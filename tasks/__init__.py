@@ -20,7 +20,19 @@ from invoke.tasks import task
 
 from bandkit import doctor as doctor_mod
 from bandkit.errors import BandkitError
-from tasks import ci, cluster, demo, emulator, image, kit, llm, release, sandbox_smoke, shortcuts
+from tasks import (
+    ci,
+    cluster,
+    demo,
+    emulator,
+    fleet,
+    image,
+    kit,
+    llm,
+    release,
+    sandbox_smoke,
+    shortcuts,
+)
 from tasks._common import RUN_DIR_DEFAULT, RUN_DIR_HELP, reports, resolve_run_dir
 
 
@@ -61,6 +73,7 @@ ns.add_task(shortcuts.push)
 ns.add_collection(Collection.from_module(ci))
 ns.add_collection(Collection.from_module(image))
 ns.add_collection(Collection.from_module(cluster))
+ns.add_collection(Collection.from_module(fleet))
 ns.add_collection(Collection.from_module(kit))
 ns.add_collection(Collection.from_module(emulator, name="platform"))
 ns.add_collection(Collection.from_module(demo))

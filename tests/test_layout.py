@@ -39,6 +39,7 @@ FLOORS: tuple[tuple[str, int], ...] = (
     ("bandkit.doctor_next", 2),
     ("bandkit.image", 2),
     ("bandkit.cluster", 2),
+    ("bandkit.fleet", 2),
     ("bandkit.proxies", 2),
     ("bandkit.runtimes", 2),
     ("bandkit.kit", 3),
@@ -62,6 +63,7 @@ NAMESPACES = {
     "release": "bandkit/release",
     "llm": "bandkit/llm",
     "cluster": "bandkit/cluster",
+    "fleet": "bandkit/fleet",
 }
 # invoke namespace -> its tasks/ module, where that is not the namespace's own name: invoke
 # puts tasks/ on sys.path, where tasks/platform.py would shadow the standard library's

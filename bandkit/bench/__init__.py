@@ -92,6 +92,9 @@ BENCHES: Final[dict[str, Bench]] = {
         "local 3-node swarm: up, down, 3 replicas, a rolling update, a drain (root)",
         ("cluster",),
     ),
+    "fleet": Bench(
+        "fleet", "fleet.render --target kubernetes of 100 agents, and its kustomize build", ("e2e",)
+    ),
     "release": Bench(
         "release", "release.publish rehearsal against two registries on 127.0.0.1", ("docker",)
     ),
