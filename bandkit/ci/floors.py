@@ -33,6 +33,7 @@ TESTS = (
     "tests/kit/test_platform_errors.py",  # httpx's error classes
     "tests/kit/test_spec.py",  # pyyaml, ruamel.yaml
     "tests/kit/test_band_yaml_modes.py",  # ruamel.yaml round trips, pydantic
+    "tests/fleet/test_spec.py",  # ruamel.yaml line marks, pydantic error locations
     "tests/image/test_build_ca.py",  # cryptography
     "tests/release/test_oci.py",  # oras
     "tests/runtimes/test_keyproxy.py",  # h11
