@@ -45,7 +45,7 @@ def _until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
 
 def run() -> list[str]:
     from bandkit import cluster
-    from bandkit.cluster.swarm import docker
+    from bandkit.cluster.swarm import SERVICE_OPTIONS, docker
     from bandkit.dockercli import image_exists
     from bandkit.image.facts import LOCAL_TAG
 
@@ -90,11 +90,7 @@ def run() -> list[str]:
                 "probe",
                 "--replicas",
                 "3",
-                "--endpoint-mode",
-                "dnsrr",
-                "--no-resolve-image",
-                "--placement-pref",
-                "spread=node.id",
+                *SERVICE_OPTIONS,
                 "--init",  # sleep as PID 1 would ignore the stop signal: 10 s per task
                 "--entrypoint",
                 "sleep",

@@ -19,6 +19,16 @@ from bandkit.cluster.errors import ClusterError
 from bandkit.cluster.layout import MANAGER_PORT, Node
 
 DOCKER_TIMEOUT_S = 60.0
+# What every service on this kind of cluster needs: a DNS round-robin endpoint (no IPVS in
+# this kernel, so the default virtual IP resolves but does not connect), no registry
+# lookup of its image (offline, each costs a DNS timeout), its replicas on distinct nodes.
+SERVICE_OPTIONS = (
+    "--endpoint-mode",
+    "dnsrr",
+    "--no-resolve-image",
+    "--placement-pref",
+    "spread=node.id",
+)
 READY_TIMEOUT_S = 60.0
 
 

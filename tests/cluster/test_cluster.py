@@ -20,6 +20,7 @@ import pytest
 from bandkit import processes
 from bandkit.cluster import daemons
 from bandkit.cluster.layout import RUN_ROOT, nodes
+from bandkit.cluster.swarm import SERVICE_OPTIONS
 from bandkit.dockercli import docker_answers
 from tests.support import images
 from tests.support.readme import clean_env, readme_block
@@ -174,11 +175,7 @@ def _a_spread_service_answers_across_the_overlay() -> None:
         "3",
         "--network",
         "probe-net",
-        "--endpoint-mode",
-        "dnsrr",
-        "--no-resolve-image",
-        "--placement-pref",
-        "spread=node.id",
+        *SERVICE_OPTIONS,
         "--stop-signal",
         "SIGINT",
         "--entrypoint",
