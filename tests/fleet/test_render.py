@@ -20,8 +20,9 @@ import pytest
 import yaml
 
 from bandkit.fleet import SANDBOX_SCHEMA, load, render
-from tests.fleet.test_spec import EXAMPLE, REPO
 
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "fleet" / "fleet.yaml"
 VERSIONS = ("1.30", "1.37")
 KUBECTL = Path(sys.executable).with_name("kubectl")
 
