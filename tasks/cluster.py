@@ -63,9 +63,7 @@ def cluster_status(c: Context, json: bool = False, run_dir: str = "") -> None:
 
     state = cluster.status(cluster.Layout.of(resolve_run_dir(c, run_dir)))
     print(cluster.to_json(state) if json else "\n".join(cluster.describe(state)))
-    if state.cluster is not None and not (
-        state.complete and all(s.daemon and s.row and s.row.state == "ready" for s in state.states)
-    ):
+    if state.cluster is not None and not state.whole:
         raise BandkitError("not every node is up and ready")
 
 

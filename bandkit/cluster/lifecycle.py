@@ -114,7 +114,8 @@ def up(
         if existing is not None:
             owner = manifest.find(Kind.CLUSTER, "owner")
             assert owner is not None
-            if owner.details.get("state") == COMPLETE and healthy(existing):
+            ready = all(n.ready for n in node_states(existing))
+            if owner.details.get("state") == COMPLETE and ready:
                 if len(existing.nodes) != count or existing.managers != managers:
                     raise ClusterError(
                         f"the cluster is up with {len(existing.nodes)} nodes "
@@ -190,24 +191,17 @@ def _load(cluster: Cluster, image_refs: Sequence[str], progress: Progress) -> No
         images.distribute(image_refs, cluster.nodes, cluster.layout.home / "scratch", progress)
 
 
-def healthy(cluster: Cluster) -> bool:
-    """Every node's daemon answers and is ready in the swarm."""
-    if not all(daemons.answers(n) for n in cluster.nodes):
-        return False
-    try:
-        rows = swarm.node_rows(cluster.manager)
-    except ClusterError:
-        return False
-    ready = {r.hostname for r in rows if r.state == "ready"}
-    return ready >= {n.name for n in cluster.nodes}
-
-
 @dataclass(frozen=True)
 class NodeState:
     name: str
     address: str
     daemon: bool  # its Docker daemon answers
     row: swarm.NodeRow | None  # what the swarm says of it (None: unknown to it, or no manager)
+
+    @property
+    def ready(self) -> bool:
+        """Its daemon answers and the swarm has it ready."""
+        return self.daemon and self.row is not None and self.row.state == "ready"
 
     def as_json(self) -> dict[str, object]:
         out: dict[str, object] = {"name": self.name, "address": self.address, "daemon": self.daemon}
@@ -221,6 +215,11 @@ class Status:
     cluster: Cluster | None
     complete: bool
     states: tuple[NodeState, ...]
+
+    @property
+    def whole(self) -> bool:
+        """`up` finished and every node is ready."""
+        return self.complete and bool(self.states) and all(s.ready for s in self.states)
 
     @property
     def docker_host(self) -> str | None:
@@ -244,16 +243,20 @@ def status(layout: Layout) -> Status:
         complete = owner is not None and owner.details.get("state") == COMPLETE
     if cluster is None:
         return Status(None, False, ())
+    return Status(cluster, complete, node_states(cluster))
+
+
+def node_states(cluster: Cluster) -> tuple[NodeState, ...]:
+    """Each node as its daemon and the swarm's manager say now."""
     rows: dict[str, swarm.NodeRow] = {}
     if daemons.answers(cluster.manager):
         try:
             rows = {r.hostname: r for r in swarm.node_rows(cluster.manager)}
         except ClusterError:
             rows = {}
-    states = tuple(
+    return tuple(
         NodeState(n.name, n.address, daemons.answers(n), rows.get(n.name)) for n in cluster.nodes
     )
-    return Status(cluster, complete, states)
 
 
 def down(layout: Layout, progress: Progress = print) -> TeardownReport:
