@@ -20,6 +20,7 @@ write or make one, `may_write`.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -71,6 +72,18 @@ def write_atomic(
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+
+
+def remove_stale_temps(path: Path) -> int:
+    """Remove the temp files a `write_atomic` of `path` left when it was killed before its
+    rename (`kill -9`, a crash); how many. Only for a caller that holds `path`'s lock, so
+    no write of it is in flight; a link with such a name is unlinked, never followed."""
+    removed = 0
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
+            removed += 1
+    return removed
 
 
 def write_private(path: Path, text: str) -> None:

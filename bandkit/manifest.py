@@ -35,7 +35,7 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bandkit.errors import BandkitError
-from bandkit.fsio import PRIVATE_DIR_MODE, PRIVATE_MODE, write_private
+from bandkit.fsio import PRIVATE_DIR_MODE, PRIVATE_MODE, remove_stale_temps, write_private
 
 MANIFEST_MODE = PRIVATE_MODE
 DIR_MODE = PRIVATE_DIR_MODE
@@ -112,6 +112,7 @@ class Manifest:
                 f"manifest {path} is locked by another running task; wait for it to finish"
             ) from None
         try:
+            remove_stale_temps(path)  # a writer killed mid-write (we hold the lock now)
             yield cls(path, cls._load(path, run_id), secrets)
         finally:
             lock.release()

@@ -219,3 +219,30 @@ def test_kill_9_mid_create_then_teardown_leaves_nothing(tmp_path: Path, stage: s
     # Re-running teardown after a clean one is a no-op.
     with Manifest.open(path) as m:
         assert teardown(m, REMOVERS).removed == []
+
+
+def test_a_writer_killed_before_its_rename_leaves_nothing_after_teardown(tmp_path: Path) -> None:
+    """`kill -9` between a manifest write's temp file and its rename (the cluster's kill
+    drills hit it) leaves that temp file; the next open removes it, so a clean teardown
+    still leaves no directory behind."""
+    home = tmp_path / "run"
+    path = home / "m.json"
+    with Manifest.open(path) as m:
+        m.record(Kind.ROOM, "a")
+    killed = textwrap.dedent(
+        f"""
+        import os
+        from pathlib import Path
+        from bandkit.manifest import Kind, Manifest
+        os.replace = lambda *_a: os._exit(9)  # dies where a kill -9 before the rename would
+        with Manifest.open(Path({str(path)!r})) as m:
+            m.record(Kind.ROOM, "b")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", killed], timeout=60, check=False)
+    assert done.returncode == 9
+    assert [p.name for p in home.glob(".m.json.*.tmp")] != []
+    with Manifest.open(path) as m:
+        assert [r.key for r in m.resources] == ["a"]
+        assert teardown(m, {Kind.ROOM: lambda _r: None}).clean
+    assert not home.exists()

@@ -32,7 +32,7 @@ from bandkit.cluster.layout import (
     Node,
     nodes,
 )
-from bandkit.fsio import write_atomic
+from bandkit.fsio import remove_stale_temps, write_atomic
 from bandkit.manifest import Kind, Manifest, Resource, TeardownReport, teardown
 
 Progress = Callable[[str], None]
@@ -297,6 +297,7 @@ def _remove(layout: Layout, resource: Resource) -> None:
                 OWNER_FILE.unlink()
         except FileNotFoundError:
             pass
+        remove_stale_temps(OWNER_FILE)
         shutil.rmtree(layout.home / "scratch", ignore_errors=True)
         for empty in (RUN_ROOT, layout.home / "nodes"):
             with contextlib.suppress(OSError):

@@ -10,6 +10,7 @@ success) and runs `ip` with an argv and a timeout, never a shell.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -104,12 +105,29 @@ def netns_dir_unused() -> bool:
         return False
 
 
+def mounted(path: Path, mountinfo: Path = Path("/proc/self/mountinfo")) -> bool:
+    """True when something is mounted on `path`. Read from the mount table, not
+    `os.path.ismount`: that compares devices, and a directory bound onto itself (what
+    `ip netns add` does to /run/netns) is on the same device as its parent."""
+    target = str(path)
+    for line in mountinfo.read_text(encoding="utf-8").splitlines():
+        fields = line.split(" ")
+        if len(fields) > 4 and _unescape(fields[4]) == target:
+            return True
+    return False
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path: space, tab, newline and backslash are written as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
 def release_netns_dir() -> None:
     """Unmount and remove `/run/netns` (which the first `ip netns add` made) when no name is
     left in it; a directory someone else uses is kept."""
     if not netns_dir_unused():
         return
-    if os.path.ismount(NETNS_DIR):
+    while mounted(NETNS_DIR):  # `ip netns` binds it onto itself; undo every layer
         tools.run(
             ["umount", str(NETNS_DIR)],
             what="umount /run/netns",

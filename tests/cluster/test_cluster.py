@@ -19,7 +19,7 @@ import pytest
 
 from bandkit import processes
 from bandkit.cluster import daemons
-from bandkit.cluster.layout import RUN_ROOT, nodes
+from bandkit.cluster.layout import NETNS_DIR, RUN_ROOT, nodes
 from bandkit.cluster.swarm import SERVICE_OPTIONS
 from bandkit.dockercli import docker_answers
 from tests.support import images
@@ -95,10 +95,13 @@ def on_node(index: int, *args: str) -> str:
 
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Iterator[Path]:
-    """A run directory whose cluster is gone when the test ends, whatever it did."""
+    """A run directory whose cluster is gone when the test ends, whatever it did, with
+    /run/netns as it was (the first `ip netns add` makes and mounts it)."""
+    had_netns_dir = NETNS_DIR.exists()
     yield tmp_path
     invoke("cluster.down", run_dir=tmp_path)
     assert leftovers(tmp_path) == []
+    assert NETNS_DIR.exists() == had_netns_dir, "/run/netns was left (or taken)"
 
 
 def test_the_readme_cluster_walkthrough_in_a_fresh_clone(clone: Path, kit_image: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bandkit.cluster import ClusterError, Layout, daemons, describe, lifecycle, status, up
+from bandkit.cluster import ClusterError, Layout, daemons, describe, lifecycle, network, status, up
 from bandkit.cluster.layout import MAX_NODES, nodes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,3 +98,19 @@ def test_an_unknown_recorded_part_is_a_failure_not_a_silent_drop(tmp_path: Path)
     assert not report.clean
     assert "unknown cluster part 'mystery'" in report.lines()[0]
     assert layout.manifest.exists()  # kept for a later run
+
+
+def test_a_directory_bound_onto_itself_counts_as_mounted(tmp_path: Path) -> None:
+    """What `ip netns add` does to /run/netns: `os.path.ismount` says no (same device as its
+    parent), so its release skipped the unmount and the rmdir failed busy."""
+    table = tmp_path / "mountinfo"
+    table.write_text(
+        "22 27 0:21 / /proc rw,relatime - proc proc rw\n"
+        "47 27 254:0 /run/netns /run/netns rw,relatime shared:2 - ext4 /dev/vda rw\n"
+        "48 27 254:0 /a /run/with\\040space rw - ext4 /dev/vda rw\n",
+        encoding="utf-8",
+    )
+    assert network.mounted(Path("/run/netns"), table)
+    assert network.mounted(Path("/run/with space"), table)
+    assert not network.mounted(Path("/run"), table)
+    assert not network.mounted(Path("/run/netns/x"), table)
