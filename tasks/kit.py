@@ -89,10 +89,10 @@ def validate(c: Context, spec: str = "", spec_shape: str = "auto") -> None:
         "rest_url": "platform REST URL (default BAND_REST_URL, else the local platform, else prod)",
         "create": "create the sandbox after registering (default); --no-create skips it",
         "kit": "kit directory or reference for `sbx create` (required for sbx)",
-        "runtime": "auto (sbx, else docker, else local), sbx, docker or local",
-        "image": "docker: the image to run (default band-python-kit:local; an agent image "
+        "runtime": "auto (sbx, else docker, else local), sbx, docker, swarm or local",
+        "image": "docker, swarm: the image to run (default band-python-kit:local; an agent image "
         "from kit.build-agent starts with no download)",
-        "agent_image": "docker: build (or find) the workspace's agent image and run it",
+        "agent_image": "docker, swarm: build (or find) the workspace's agent image and run it",
         "timeout": "seconds to wait for the registration answer (default 120)",
         "wait": "seconds to wait for the agent to connect after create (default 60; 0: don't)",
         "run_dir": RUN_DIR_HELP,
@@ -151,8 +151,10 @@ def _agent_image(workspace: Path, image: str, runtime: str) -> str:
     """The tag of the workspace's agent image on the kit image, built when missing."""
     if image:
         raise BandkitError("give --image or --agent-image, not both")
-    if runtime != "docker":
-        raise BandkitError("--agent-image runs on the docker runtime: add --runtime docker")
+    if runtime not in ("docker", "swarm"):
+        raise BandkitError(
+            "--agent-image runs on the docker or swarm runtime: add --runtime docker (or swarm)"
+        )
     from bandkit.image import agent
 
     made = agent.build(workspace, progress=lambda line: print(line, file=sys.stderr))

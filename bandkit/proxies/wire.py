@@ -65,13 +65,19 @@ def answer(status: int, reason: str, text: str) -> bytes:
 
 
 async def open_upstream(
-    host: str, port: int, timeout_s: float, context: ssl.SSLContext | None = None
+    host: str,
+    port: int,
+    timeout_s: float,
+    context: ssl.SSLContext | None = None,
+    via: tuple[str, int] | None = None,
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A connection to `host:port` (over TLS with `context`) within `timeout_s`."""
+    """A connection to `host:port` (over TLS with `context`) within `timeout_s`; through
+    the relay at `via` when given (TLS still verifies `host`)."""
+    address, number = via or (host, port)
     return await asyncio.wait_for(
         asyncio.open_connection(
-            host,
-            port,
+            address,
+            number,
             ssl=context,
             server_hostname=host if context else None,
             limit=BUFFER,

@@ -35,6 +35,7 @@ class RuntimeName(StrEnum):
     LOCAL = "local"
     SBX = "sbx"
     DOCKER = "docker"
+    SWARM = "swarm"
 
 
 class SandboxStatus(StrEnum):

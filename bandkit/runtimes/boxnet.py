@@ -276,29 +276,7 @@ def start_proxy(
     box finds it where it was; ProxyError when they do not fit these routes.
     """
     del workspace  # never consulted: kept so callers need not change
-    routes: list[dict[str, object]] = []
-    names: list[tuple[str, str]] = []
-    for name, url in pinned_endpoints(env).items():
-        try:
-            pinned, _ = _origin(url)
-        except ValueError:
-            continue  # no scope can name it: no key goes there
-        swaps = [
-            [i.placeholder, i.value, prefixes]
-            for i in injections
-            if (prefixes := _prefixes(i, pinned))
-        ]
-        if swaps:
-            origin, _ = upstream_origin(name, url)
-            routes.append(
-                {
-                    "upstream": origin,
-                    "paths": list(api_paths(name, url)),
-                    "swaps": swaps,
-                    "ca_pem": ca_pem or "",
-                }
-            )
-            names.append((name, url))
+    names, routes = proxy_routes(env, injections, ca_pem)
     if not routes:
         return {}
     token = secrets.token_urlsafe(TOKEN_BYTES)
@@ -336,7 +314,49 @@ def start_proxy(
             raise ProxyError(f"credential proxy did not start; see {log}")
         time.sleep(0.02)
     content, _ = read_regular(ports_file, what="the credential proxy's ports file")
-    ports = json.loads(content)["ports"]
+    return proxied_urls(names, json.loads(content)["ports"], token, listen)
+
+
+Routes = tuple[list[tuple[str, str]], list[dict[str, object]]]
+
+
+def proxy_routes(
+    env: Mapping[str, str], injections: Sequence[Injection], ca_pem: str | None = None
+) -> Routes:
+    """The credential proxy's routes for the pinned endpoints an injection's scope names
+    (its config's `routes`, each upstream the pinned origin), and the (env name, URL) each
+    one stands for, in the same order; both empty when no key goes anywhere."""
+    routes: list[dict[str, object]] = []
+    names: list[tuple[str, str]] = []
+    for name, url in pinned_endpoints(env).items():
+        try:
+            pinned, _ = _origin(url)
+        except ValueError:
+            continue  # no scope can name it: no key goes there
+        swaps = [
+            [i.placeholder, i.value, prefixes]
+            for i in injections
+            if (prefixes := _prefixes(i, pinned))
+        ]
+        if swaps:
+            origin, _ = upstream_origin(name, url)
+            routes.append(
+                {
+                    "upstream": origin,
+                    "paths": list(api_paths(name, url)),
+                    "swaps": swaps,
+                    "ca_pem": ca_pem or "",
+                }
+            )
+            names.append((name, url))
+    return names, routes
+
+
+def proxied_urls(
+    names: Sequence[tuple[str, str]], ports: Sequence[int], token: str, listen: str
+) -> dict[str, str]:
+    """The env that points the agent at the proxy: each pinned URL on `listen` at its
+    route's port below the token, a TLS scheme made plain (with the launcher's opt-in)."""
     rewritten: dict[str, str] = {}
     for (name, url), port in zip(names, ports, strict=True):
         parts = urlsplit(url)

@@ -3,6 +3,7 @@ local) and build the removers a manifest teardown needs for the runtimes it name
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
@@ -15,6 +16,7 @@ from bandkit.runtimes.generic import generic_removers
 AUTO = "auto"
 CHOICES = (AUTO, *(name.value for name in RuntimeName))
 DOCKER_PROBE_TIMEOUT_S = 10.0
+SWARM_HOST_ENV = "BANDKIT_SWARM_HOST"  # a swarm manager's DOCKER_HOST; unset: the local cluster
 
 
 def resolve_name(
@@ -58,6 +60,14 @@ def get_runtime(
 
         return DockerRuntime(
             run_dir / name.value, manifest=manifest, key_in_container=key_in_container
+        )
+    if name is RuntimeName.SWARM:
+        from bandkit.cluster.layout import Layout
+        from bandkit.runtimes.swarm import SwarmRuntime
+
+        host = os.environ.get(SWARM_HOST_ENV) or None
+        return SwarmRuntime(
+            run_dir / name.value, manifest=manifest, host=host, cluster=Layout.of(run_dir.parent)
         )
     from bandkit.runtimes.local import LocalRuntime
 

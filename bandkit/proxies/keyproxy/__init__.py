@@ -33,7 +33,10 @@ offers the socket upgrade without compression extensions.
 
 Upstream: scheme, host and port are fixed by the host at start (the operator's platform);
 the request's `Host`, target form or anything in the sandbox never selects one. Plain
-http/ws only to a loopback upstream; a non-loopback one is refused at start.
+http/ws only to a loopback upstream; a non-loopback one is refused at start. A route's
+optional `via` (`ADDRESS:PORT`, a private IPv4 literal) is a relay of the host's that
+carries the connection unchanged to the upstream: the swarm runtime's relay from the
+local cluster's hub network to a platform on this host's loopback.
 
 Paths: a route forwards only the API its upstream serves to agents (its `paths`: the Band
 agent REST API, the socket path, a provider's model routes; `boxnet.API_PATHS`), and only

@@ -48,6 +48,7 @@ class Route:
     paths: tuple[bytes, ...]  # the path prefixes forwarded at all (the upstream's API)
     ca_pem: str = ""  # trusted in addition to the system roots (a TLS platform's own CA)
     listen_port: int = 0  # where this route listens; 0 picks one (a restart passes the old)
+    via: tuple[str, int] | None = None  # a relay the connection goes through (`_via`)
     credentials: dict[tuple[bytes, bytes], tuple[bytes, tuple[bytes, ...]]] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
@@ -114,6 +115,24 @@ def _limits(config: dict[str, object]) -> Limits:
     return Limits(float(timeout), clients)
 
 
+def _via(raw: object, host: str) -> tuple[str, int] | None:
+    """A route's `via`: `ADDRESS:PORT` of a relay the host runs on a private network (the
+    swarm runtime's, on the local cluster's hub) that carries the connection, unchanged, to
+    the upstream; the request still names the upstream (Host, TLS server name). Only a
+    private IPv4 literal, never a name DNS could answer for."""
+    if raw is None:
+        return None
+    address, _, port = str(raw).rpartition(":")
+    try:
+        ip = ipaddress.IPv4Address(address)
+        number = int(port)
+    except ValueError:
+        raise ConfigError(f"the route to {host}: via must be ADDRESS:PORT") from None
+    if not ip.is_private or ip.is_unspecified or ip.is_loopback or not 0 < number < 65536:
+        raise ConfigError(f"the route to {host}: via {ip} is not a private relay address")
+    return str(ip), number
+
+
 def parse_config(config: object) -> tuple[bytes, list[Route], Limits]:
     """(token, routes, limits) from the stdin JSON; ConfigError names what is wrong."""
     if not isinstance(config, dict):
@@ -153,7 +172,8 @@ def parse_config(config: object) -> tuple[bytes, list[Route], Limits]:
         if not isinstance(listen, int) or isinstance(listen, bool) or not 0 <= listen < 65536:
             raise ConfigError(f"the listening port of the route to {host} must be 0..65535")
         ca_pem = str(raw.get("ca_pem") or "")
-        routes.append(Route(host, port, tls, swaps, paths, ca_pem, listen_port=listen))
+        via = _via(raw.get("via"), host)
+        routes.append(Route(host, port, tls, swaps, paths, ca_pem, listen_port=listen, via=via))
     return token.encode(), routes, _limits(config)
 
 

@@ -182,7 +182,7 @@ class Session:
             self.upstream = None
         try:
             reader, writer = await open_upstream(
-                self.route.host, self.route.port, CONNECT_TIMEOUT_S, self.context
+                self.route.host, self.route.port, CONNECT_TIMEOUT_S, self.context, self.route.via
             )
         except (OSError, TimeoutError, ssl.SSLError):
             self.writer.write(_BAD_GATEWAY)

@@ -18,14 +18,30 @@ T_CREATE = 300.0
 
 @dataclass(frozen=True)
 class Engine:
-    """The docker binary (a path or a name on PATH) and so the daemon it targets."""
+    """The docker binary (a path or a name on PATH) and the daemon it targets: `host` as
+    its DOCKER_HOST (a swarm manager), else the one its environment names."""
 
     binary: str = "docker"
+    host: str | None = None
 
     def run(
-        self, *args: str, what: str, timeout: float = T_QUICK, check: bool = True
+        self,
+        *args: str,
+        what: str,
+        timeout: float = T_QUICK,
+        check: bool = True,
+        input: str | None = None,
+        redact: tuple[str, ...] = (),
     ) -> ExecResult:
-        result = run_tool([self.binary, *args], what=f"docker {what}", timeout=timeout, check=check)
+        result = run_tool(
+            [self.binary, *args],
+            what=f"docker {what}",
+            timeout=timeout,
+            check=check,
+            input=input,
+            redact=redact,
+            env={"DOCKER_HOST": self.host} if self.host else None,
+        )
         return ExecResult(result.returncode, result.stdout, result.stderr)
 
 

@@ -1,0 +1,64 @@
+"""The swarm objects a sandbox is made of (services, networks, secrets, configs), each
+carrying our labels, and their removal: only an object whose owner label proves this run
+made it is removed (a same-named foreign one is reported and kept); absent is success.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from bandkit.runtimes.base import SandboxError
+from bandkit.runtimes.docker.engine import Engine
+from bandkit.runtimes.docker.ownership import LABEL, OWNER_LABEL
+
+KINDS = ("service", "network", "secret", "config")
+NETWORK_GONE_TIMEOUT_S = 60.0  # a removed service's tasks let go of its networks by then
+POLL_S = 0.25
+
+
+def label_args(name: str, owner: str) -> list[str]:
+    return ["--label", f"{LABEL}={name}", "--label", f"{OWNER_LABEL}={owner}"]
+
+
+def labels(engine: Engine, kind: str, name: str) -> dict[str, str] | None:
+    """The labels of swarm object `name` of `kind`; None when it does not exist."""
+    path = ".Labels" if kind == "network" else ".Spec.Labels"
+    result = engine.run(
+        kind,
+        "inspect",
+        "--format",
+        "{{json " + path + "}}",
+        name,
+        what=f"{kind} inspect",
+        check=False,
+    )
+    if result.returncode != 0:
+        text = (result.stderr + result.stdout).lower()
+        if "no such" in text or "not found" in text:
+            return None
+        raise SandboxError(f"swarm: {kind} inspect {name}: {result.stderr.strip()[:300]}")
+    found = json.loads(result.stdout or "null") or {}
+    return {str(k): str(v) for k, v in found.items()}
+
+
+def remove(engine: Engine, kind: str, name: str, owner: str) -> None:
+    """Remove `name` when it carries `owner`'s label; a network is retried until the
+    tasks of a just-removed service have let go of it."""
+    found = labels(engine, kind, name)
+    if found is None:
+        return
+    if not owner or found.get(OWNER_LABEL, "") != owner:
+        raise SandboxError(
+            f"swarm: {kind} {name} is not ours ({OWNER_LABEL}={found.get(OWNER_LABEL, '')!r}); "
+            "kept: remove it yourself if it is stale"
+        )
+    deadline = time.monotonic() + (NETWORK_GONE_TIMEOUT_S if kind == "network" else 0)
+    while True:
+        result = engine.run(kind, "rm", name, what=f"{kind} rm", check=False)
+        text = (result.stderr + result.stdout).lower()
+        if result.returncode == 0 or "not found" in text or "no such" in text:
+            return
+        if time.monotonic() > deadline:
+            raise SandboxError(f"swarm: {kind} rm {name}: {result.stderr.strip()[:300]}")
+        time.sleep(POLL_S)

@@ -1,0 +1,557 @@
+"""`SwarmRuntime`: a sandbox as swarm services (the agent, its credential proxy) on the
+swarm manager it targets, with the custody of the docker runtime.
+
+What one sandbox is, each piece recorded in the manifest before it is made and labelled
+`bandkit.sandbox=<name>`, `bandkit.owner=<run id>` (teardown removes only what carries
+this run's label):
+
+1. `<name>-<run>-in`: an `--internal` overlay, the agent's only network (no gateway).
+2. `<name>-<run>-out`: an overlay only the proxy joins, its way off the node.
+3. the platform relay (local cluster, loopback platform): a host process listening on the
+   hub (`relay`), the proxy's upstream, with the box's policy log.
+4. `bkp-<run>-cfg`: the proxy's config as a swarm secret (token, routes, the real keys),
+   mounted into the proxy service only, 0400 for uid 1000.
+5. `bkp-<run>-app`: the credential proxy's code as a swarm config (`proxyapp`).
+6. `bkp-<run>`: the credential proxy service, on both overlays, as uid 1000 with no
+   capability, restarted on any exit.
+7. `<name>`: the agent service, one replica, on the internal overlay only, running the
+   kit's own launch command with the placeholder for each key and the proxy's URLs.
+
+Service options: `replicas 1`, restart on failure with a delay, a stop grace period,
+`--init` (the launcher is not written to be PID 1), spread placement, memory and pid
+limits, `--cap-drop ALL` plus SETUID/SETGID/SETPCAP for the entrypoint's `setpriv`.
+What `docker service create` (20.10) cannot express, and so a swarm sandbox lacks next to
+a docker one: `no-new-privileges` (the entrypoint still drops to uid 1000 with an empty
+bounding set, so the agent holds no capability) and the host firewall chain (a node's
+containers reach the hub address; only the relay's ports listen there, and the agent has
+no route to it: only the proxy does).
+
+The target: `host` (a DOCKER_HOST value), else the local cluster's manager when
+`cluster.up` made one under the run directory. On the local cluster the workspace is
+bind-mounted from this host (its nodes share this filesystem) and an image missing on
+the nodes is loaded from the host's Docker; on another swarm the image must already be on
+its nodes and the platform must be one the nodes reach (a loopback platform is refused).
+Agent images (`kit.build-agent`) are what a swarm sandbox runs: its network has no way to
+a package index, so a kit image would find nothing to sync from.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets as _secrets
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from bandkit.cluster import images as cluster_images
+from bandkit.cluster.layout import HUB_ADDRESS, HUB_NETNS, NET, NETNS_DIR, PREFIX_LEN, Layout
+from bandkit.cluster.layout import Node as ClusterNode
+from bandkit.cluster.layout import nodes as cluster_nodes
+from bandkit.dockercli import BUILD_COMMAND
+from bandkit.fsio import UnsafePathError, read_regular, write_private
+from bandkit.manifest import Kind, Manifest, Remover, Resource
+from bandkit.proxies.keyproxy import is_loopback
+from bandkit.runtimes import boxnet
+from bandkit.runtimes.base import (
+    ExecResult,
+    Logs,
+    Part,
+    Runtime,
+    RuntimeName,
+    SandboxError,
+    SandboxSpec,
+    SandboxStatus,
+    Secret,
+    env_file,
+    run_tool,
+    validate_name,
+)
+from bandkit.runtimes.docker.engine import T_CREATE, Engine
+from bandkit.runtimes.docker.identity import DEFAULT_GID, GID_ENV, agent_gid, image_labels
+from bandkit.runtimes.docker.ownership import LABEL
+from bandkit.runtimes.docker.runtime import (
+    DEFAULT_IMAGE,
+    DEFAULT_LOG_PATH,
+    ENTRYPOINT_CAPS,
+    startup_command,
+)
+from bandkit.runtimes.keychain import Secrets
+from bandkit.runtimes.swarm import objects, proxyapp, relay
+
+OWNER_RECORD = "owner.json"
+PROXY_PORT = 8080  # the proxy's first route listens here in its container; the next +1
+PROXY_APP = "/opt/bandkit/keyproxy.pyz"
+PROXY_CONFIG = "keyproxy.json"  # under /run/secrets in the proxy container
+PROXY_SCRIPT = (
+    "mkdir -p /tmp/keyproxy && exec python3 -P {app} /tmp/keyproxy/ports.json 0.0.0.0 "
+    "< /run/secrets/{config}"
+)
+MEMORY_LIMIT = "2g"
+PROXY_MEMORY_LIMIT = "256m"
+PIDS_LIMIT = 512
+STOP_GRACE = "20s"
+RESTART_DELAY = "2s"
+# What every service needs on a cluster without IPVS and offline (`cluster.swarm`).
+SERVICE_OPTIONS = (
+    "--endpoint-mode",
+    "dnsrr",
+    "--no-resolve-image",
+    "--placement-pref",
+    "spread=node.id",
+)
+
+
+class SwarmRuntime(Runtime):
+    name = RuntimeName.SWARM
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        manifest: Manifest | None = None,
+        host: str | None = None,
+        cluster: Layout | None = None,
+        binary: str = "docker",
+    ) -> None:
+        super().__init__(manifest=manifest)
+        self.run_dir = Path(run_dir)
+        self.cluster = cluster
+        self.local = host is None
+        self._host = host
+        self._binary = binary
+        self.run_id = _secrets.token_hex(8)
+        self.secrets = Secrets(self.run_dir / "keychain", self.record)
+
+    # -- the target
+    @property
+    def engine(self) -> Engine:
+        return Engine(self._binary, self._manager_host())
+
+    def _manager_host(self) -> str:
+        if self._host:
+            return self._host
+        if self.cluster is None or not self.cluster.manifest.exists():
+            raise SandboxError(
+                "swarm: no swarm to run on: start the local cluster (`uv run invoke "
+                "cluster.up --nodes 3 --image band-python-kit:local`) or set DOCKER_HOST "
+                "to a swarm manager"
+            )
+        return ClusterNode(1).docker_host
+
+    def _local_nodes(self) -> tuple[ClusterNode, ...]:
+        engine = self.engine
+        out = engine.run("node", "ls", "--format", "{{.Hostname}}", what="node ls").stdout
+        names = set(out.split())
+        return tuple(n for n in cluster_nodes(9) if n.name in names)
+
+    def _box(self, name: str) -> Path:
+        return self.run_dir / validate_name(name)
+
+    def _owner(self, name: str) -> dict[str, str]:
+        path = self._box(name) / OWNER_RECORD
+        if not path.exists():
+            return {}
+        try:
+            data = json.loads(read_regular(path, what="swarm owner record")[0])
+        except (OSError, UnsafePathError, ValueError) as exc:
+            raise SandboxError(f"swarm: the record of {name} is unreadable ({exc})") from None
+        return {str(k): str(v) for k, v in data.items()}
+
+    def _image(self, image: str) -> int:
+        """Make sure the nodes have `image` (the local cluster: loaded from the host's
+        Docker); the agent's gid."""
+        engine = self.engine
+        labels = image_labels(engine, image)
+        if self.local:
+            cluster_images.distribute(
+                [image],
+                self._local_nodes(),
+                self.run_dir / "scratch",
+                progress=lambda line: None,
+            )
+            labels = image_labels(engine, image)
+        if labels is None:
+            raise SandboxError(
+                f"swarm: image {image} is not on the swarm's nodes; build it (`{BUILD_COMMAND}`"
+                " or `uv run invoke kit.build-agent`) and load it into every node"
+            )
+        return agent_gid(engine, image, labels)
+
+    # -- lifecycle
+    def create(self, spec: SandboxSpec) -> None:
+        name = validate_name(spec.name)
+        if self.status(name) is not SandboxStatus.ABSENT:
+            raise SandboxError(f"swarm: service {name!r} already exists; remove it first")
+        image = spec.image or DEFAULT_IMAGE
+        gid = self._image(image)
+        for secret in spec.secrets:
+            self.set_secret(name, secret)
+        owner = self.run_id
+        box = self._box(name)
+        self.record(Kind.SANDBOX, name, "box", name=name, part="box")
+        box.mkdir(mode=0o700, parents=True, exist_ok=True)
+        inner, outer = f"{name}-{owner[:8]}-in", f"{name}-{owner[:8]}-out"
+        proxy = f"bkp-{owner}"
+        record = {"owner": owner, "inner": inner, "outer": outer, "proxy": proxy, "gid": gid}
+        write_private(box / OWNER_RECORD, json.dumps(record))
+        engine = self.engine
+        for net, internal in ((inner, True), (outer, False)):
+            self.record(
+                Kind.SANDBOX, name, net, name=name, part="network", network=net, owner=owner
+            )
+            engine.run(
+                "network",
+                "create",
+                "--driver",
+                "overlay",
+                *(["--internal"] if internal else []),
+                *objects.label_args(name, owner),
+                net,
+                what="network create",
+            )
+        env = {**spec.env, "WORKSPACE_DIR": str(spec.workspace), GID_ENV: str(gid)}
+        if spec.ca_cert_pem:
+            env["PROXY_CA_CERT_B64"] = base64.b64encode(spec.ca_cert_pem.encode()).decode()
+        keys = self.secrets.of(name)
+        if keys:
+            env.update(self._start_proxy(name, spec, keys, record, image))
+            env.update({s.env: s.placeholder for s in keys})
+        self._create_agent(name, spec, image, env, record)
+
+    def _start_proxy(
+        self,
+        name: str,
+        spec: SandboxSpec,
+        keys: Sequence[Secret],
+        record: Mapping[str, object],
+        image: str,
+    ) -> dict[str, str]:
+        """The relay, the proxy's secret and code, the proxy service; the agent's URLs."""
+        owner, proxy = str(record["owner"]), str(record["proxy"])
+        injections = [boxnet.Injection.of(s) for s in keys]
+        try:
+            names, routes = boxnet.proxy_routes(spec.env, injections, spec.ca_cert_pem)
+        except boxnet.ProxyError as exc:
+            raise SandboxError(f"swarm: {name}: {exc}") from None
+        if not routes:
+            return {}
+        self._relay_routes(name, routes)
+        token = _secrets.token_urlsafe(boxnet.TOKEN_BYTES)
+        for index, route in enumerate(routes):
+            route["port"] = PROXY_PORT + index
+        config = json.dumps({"token": token, "routes": routes})
+        engine = self.engine
+        secret_name, app_name = f"{proxy}-cfg", f"{proxy}-app"
+        keys_redacted = (*(s.value for s in keys), token)
+        self.record(
+            Kind.SANDBOX,
+            name,
+            secret_name,
+            name=name,
+            part="secret",
+            object=secret_name,
+            owner=owner,
+        )
+        engine.run(
+            "secret",
+            "create",
+            *objects.label_args(name, owner),
+            secret_name,
+            "-",
+            what="secret create",
+            input=config,
+            redact=keys_redacted,
+        )
+        self.record(
+            Kind.SANDBOX, name, app_name, name=name, part="config", object=app_name, owner=owner
+        )
+        with tempfile.TemporaryDirectory(prefix="bandkit-swarm-") as scratch:
+            app = Path(scratch) / "keyproxy.pyz"
+            app.write_bytes(proxyapp.build())
+            engine.run(
+                "config",
+                "create",
+                *objects.label_args(name, owner),
+                app_name,
+                str(app),
+                what="config create",
+            )
+        self.record(Kind.SANDBOX, name, proxy, name=name, part="service", object=proxy, owner=owner)
+        script = PROXY_SCRIPT.format(app=PROXY_APP, config=PROXY_CONFIG)
+        engine.run(
+            "service",
+            "create",
+            "--detach",
+            "--name",
+            proxy,
+            *objects.label_args(name, owner),
+            "--network",
+            str(record["inner"]),
+            "--network",
+            str(record["outer"]),
+            "--secret",
+            f"source={secret_name},target={PROXY_CONFIG},uid=1000,gid=1000,mode=0400",
+            "--config",
+            f"source={app_name},target={PROXY_APP},mode=0444",
+            "--user",
+            "1000:1000",
+            "--cap-drop",
+            "ALL",
+            "--init",
+            "--restart-condition",
+            "any",
+            "--restart-delay",
+            "1s",
+            "--limit-memory",
+            PROXY_MEMORY_LIMIT,
+            "--entrypoint",
+            "/bin/sh",
+            *SERVICE_OPTIONS,
+            image,
+            "-c",
+            script,
+            what="service create (credential proxy)",
+            timeout=T_CREATE,
+        )
+        ports = [PROXY_PORT + index for index in range(len(routes))]
+        return boxnet.proxied_urls(names, ports, token, proxy)
+
+    def _relay_routes(self, name: str, routes: list[dict[str, object]]) -> None:
+        """Send each route to a loopback platform through the box's relay on the hub."""
+        loopback = [r for r in routes if is_loopback(urlsplit(str(r["upstream"])).hostname or "")]
+        if not loopback:
+            return
+        if not self.local:
+            raise SandboxError(
+                f"swarm: {name}: the platform is on this host's loopback, which another "
+                "swarm's nodes cannot reach; give them a platform URL they can reach"
+            )
+        origins = sorted({str(r["upstream"]) for r in loopback})
+        upstreams = []
+        for origin in origins:
+            parts = urlsplit(origin)
+            upstreams.append(relay.Upstream(parts.hostname or "", parts.port or 80))
+        box = self._box(name)
+        self.record(Kind.SANDBOX, name, "relay", name=name, part="relay")
+        write_private(box / "relay-inputs.json", json.dumps([[u.host, u.port] for u in upstreams]))
+        ports = self._run_relay(name, upstreams)
+        by_origin = dict(zip(origins, ports, strict=True))
+        for route in loopback:
+            route["via"] = f"{HUB_ADDRESS}:{by_origin[str(route['upstream'])]}"
+
+    def _run_relay(self, name: str, upstreams: Sequence[relay.Upstream]) -> list[int]:
+        try:
+            return relay.start(
+                self._box(name),
+                sandbox=name,
+                netns=NETNS_DIR / HUB_NETNS,
+                listen=HUB_ADDRESS,
+                clients=f"{NET}.0/{PREFIX_LEN}",
+                upstreams=upstreams,
+            )
+        except (relay.RelayError, OSError) as exc:
+            raise SandboxError(f"swarm: {name}: {exc}") from None
+
+    def _create_agent(
+        self,
+        name: str,
+        spec: SandboxSpec,
+        image: str,
+        env: Mapping[str, str],
+        record: Mapping[str, object],
+    ) -> None:
+        owner = str(record["owner"])
+        entrypoint, *command = startup_command()
+        argv = ["service", "create", "--detach", "--name", name, *objects.label_args(name, owner)]
+        argv += ["--network", str(record["inner"]), "--hostname", name]
+        argv += ["--restart-condition", "on-failure", "--restart-delay", RESTART_DELAY]
+        argv += ["--stop-grace-period", STOP_GRACE, "--init", "--cap-drop", "ALL"]
+        for cap in ENTRYPOINT_CAPS:
+            argv += ["--cap-add", cap]
+        argv += ["--limit-memory", MEMORY_LIMIT, "--limit-pids", str(PIDS_LIMIT)]
+        if self.local:  # the local cluster's nodes share this host's filesystem
+            for path in spec.workspaces:
+                argv += ["--mount", f"type=bind,source={path},target={path}"]
+        argv += ["--entrypoint", entrypoint, *SERVICE_OPTIONS]
+        self.record(Kind.SANDBOX, name, name=name, part="service", object=name, owner=owner)
+        with env_file("docker", env) as env_path:
+            if env_path is not None:
+                argv += ["--env-file", str(env_path)]  # values stay out of argv
+            argv += [image, *command]
+            self.engine.run(*argv, what="service create", timeout=T_CREATE)
+
+    def start(self, name: str) -> None:
+        """Bring back the relay (a host reboot or a kill takes it), then one replica of
+        the agent; a no-op for what is up."""
+        box = self._box(name)
+        inputs = box / "relay-inputs.json"
+        if inputs.exists() and not relay.running(box):
+            recorded = json.loads(read_regular(inputs, what="relay inputs")[0])
+            ports = json.loads(read_regular(box / relay.PORTS_NAME, what="relay ports")[0])["ports"]
+            upstreams = [
+                relay.Upstream(str(h), int(p), int(lp))
+                for (h, p), lp in zip(recorded, ports, strict=True)
+            ]
+            self._run_relay(name, upstreams)
+        self.engine.run("service", "scale", "--detach", f"{name}=1", what="service scale")
+
+    def stop(self, name: str) -> None:
+        self.engine.run(
+            "service", "scale", "--detach", f"{validate_name(name)}=0", what="service scale"
+        )
+
+    def parts(self, name: str) -> tuple[Part, ...]:
+        status = self.status(name)
+        out = [Part("agent service", status is SandboxStatus.RUNNING, status.value)]
+        record = self._owner(name)
+        if record.get("proxy"):
+            up = self._service_running(record["proxy"])
+            out.append(Part("credential proxy", up, "running" if up else "not running"))
+        box = self._box(name)
+        if (box / "relay-inputs.json").exists():
+            up = relay.running(box)
+            out.append(Part("platform relay", up, "running" if up else "stopped"))
+        return tuple(out)
+
+    def _tasks(self, service: str) -> list[tuple[str, str, str]]:
+        """(task id, node hostname, current state) of each task meant to run."""
+        result = self.engine.run(
+            "service",
+            "ps",
+            "--filter",
+            "desired-state=running",
+            "--no-trunc",
+            "--format",
+            "{{.ID}} {{.Node}} {{.CurrentState}}",
+            service,
+            what="service ps",
+            check=False,
+        )
+        if result.returncode != 0:
+            return []
+        rows = []
+        for line in result.stdout.splitlines():
+            fields = line.split()
+            if len(fields) >= 3:
+                rows.append((fields[0], fields[1], fields[2]))
+        return rows
+
+    def _service_running(self, service: str) -> bool:
+        return any(state == "Running" for _id, _node, state in self._tasks(service))
+
+    def status(self, name: str) -> SandboxStatus:
+        name = validate_name(name)
+        if objects.labels(self.engine, "service", name) is None:
+            return SandboxStatus.ABSENT
+        return SandboxStatus.RUNNING if self._service_running(name) else SandboxStatus.STOPPED
+
+    def exec(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        stdin: str | None = None,
+        detach: bool = False,
+        timeout: float = 120,
+    ) -> ExecResult:
+        """Run `argv` in the agent's running container, through its node's daemon (the
+        local cluster's; another swarm's nodes are not reachable from here)."""
+        name = validate_name(name)
+        running = [t for t in self._tasks(name) if t[2] == "Running"]
+        if not running or not self.local:
+            return ExecResult(1, "", f"swarm: no running task of {name} to exec in")
+        task, node_name, _state = running[0]
+        node = next((n for n in cluster_nodes(9) if n.name == node_name), None)
+        if node is None:
+            return ExecResult(1, "", f"swarm: {name} runs on {node_name}, not a local node")
+        gid = int(self._owner(name).get("gid", DEFAULT_GID))
+        container = f"{name}.1.{task}"
+        args = ["exec", "--user", "1000" if gid == DEFAULT_GID else f"1000:{gid}"]
+        args += ["--detach"] if detach else []
+        args += ["--interactive"] if stdin is not None else []
+        for key in env or {}:
+            args += ["--env", key]
+        result = run_tool(
+            [self._binary, *args, container, *argv],
+            what="docker exec",
+            timeout=timeout,
+            input=stdin,
+            check=False,
+            env={**(env or {}), "DOCKER_HOST": node.docker_host},
+        )
+        return ExecResult(result.returncode, result.stdout, result.stderr)
+
+    def logs(self, name: str) -> Logs:
+        name = validate_name(name)
+        out = self.engine.run("service", "logs", "--raw", name, what="service logs", check=False)
+        launcher = self.exec(name, ["cat", f"{DEFAULT_LOG_PATH}/launcher.log"]).stdout
+        return Logs(startup=out.stdout + out.stderr, launcher=launcher)
+
+    def remove(self, name: str) -> None:
+        """Remove the agent service, its proxy, their secret, config and networks, and the
+        relay, each only when its label proves this run made it."""
+        record = self._owner(name)
+        owner = record.get("owner", "")
+        engine = self.engine
+        objects.remove(engine, "service", validate_name(name), owner)
+        if record.get("proxy"):
+            proxy = record["proxy"]
+            objects.remove(engine, "service", proxy, owner)
+            objects.remove(engine, "config", f"{proxy}-app", owner)
+            objects.remove(engine, "secret", f"{proxy}-cfg", owner)
+        for net in (record.get("outer", ""), record.get("inner", "")):
+            if net:
+                objects.remove(engine, "network", net, owner)
+        self._remove_box(name)
+
+    def _remove_box(self, name: str) -> None:
+        box = self._box(name)
+        relay.stop(box)
+        if box.is_dir() and not box.is_symlink():
+            shutil.rmtree(box)
+
+    def _remove_resource(self, resource: Resource) -> None:
+        details = resource.details
+        name = validate_name(details["name"])
+        part = details.get("part", "")
+        owner = details.get("owner", "")
+        if part == "box":
+            self._remove_box(name)
+        elif part == "relay":
+            relay.stop(self._box(name))
+        elif part == "network":
+            objects.remove(self.engine, "network", details["network"], owner)
+        elif part in ("service", "secret", "config"):
+            objects.remove(self.engine, part, details["object"], owner)
+        else:
+            raise SandboxError(f"swarm: unknown part {part!r} of {resource.ref}")
+
+    def list(self) -> list[str]:
+        out = self.engine.run(
+            "service",
+            "ls",
+            "--filter",
+            f"label={LABEL}",
+            "--format",
+            "{{.Name}}",
+            what="service ls",
+            check=False,
+        ).stdout
+        return sorted(n for n in out.split() if not n.startswith("bkp-"))
+
+    def removers(self) -> dict[Kind, Remover]:
+        return {Kind.SANDBOX: self._remove_resource, Kind.SECRET: self.secrets.remove_recorded}
+
+    # -- secrets: the keychain's (`Secrets`); the proxy's swarm secret is made at create
+    def set_secret(self, sandbox: str, secret: Secret) -> None:
+        self.secrets.set(sandbox, secret)
+
+    def has_secret(self, sandbox: str, host: str) -> bool:
+        return self.secrets.has(sandbox, host)
+
+    def remove_secret(self, sandbox: str, host: str, placeholder: str) -> None:
+        self.secrets.remove(sandbox, host)
