@@ -19,10 +19,11 @@ import pytest
 
 from bandkit import processes
 from bandkit.cluster import daemons
-from bandkit.cluster.layout import NETNS_DIR, RUN_ROOT, nodes
+from bandkit.cluster.layout import NETNS_DIR, nodes
 from bandkit.cluster.swarm import SERVICE_OPTIONS
 from bandkit.dockercli import docker_answers
 from tests.support import images
+from tests.support.cluster import host_state, leftovers, on_node
 from tests.support.readme import clean_env, readme_block
 from tests.support.wait import wait_for
 
@@ -39,37 +40,6 @@ def _root_and_docker() -> None:
         pytest.fail("no Docker daemon answers: `uv run invoke ci.prepare --lane cluster_tests`")
 
 
-def host_state() -> list[str]:
-    """The host daemon's containers and networks: the cluster must not change them."""
-    out = []
-    for argv in (["ps", "-a", "--format", "{{.ID}} {{.Status}}"], ["network", "ls", "-q"]):
-        done = subprocess.run(
-            ["docker", *argv], capture_output=True, text=True, check=True, timeout=60
-        )
-        out += sorted(done.stdout.split("\n"))
-    return out
-
-
-def leftovers(run_dir: Path) -> list[str]:
-    """Everything of a local cluster still on this machine."""
-    found = []
-    listed = subprocess.run(
-        ["ip", "netns", "list"], capture_output=True, text=True, check=True, timeout=30
-    )
-    found += [f"netns {line.split()[0]}" for line in listed.stdout.splitlines() if "bkc-" in line]
-    found += [f"dir {RUN_ROOT}"] if RUN_ROOT.exists() else []
-    found += [f"dir {run_dir / 'cluster'}"] if (run_dir / "cluster").exists() else []
-    found += [
-        f"cgroup {path}"
-        for path in Path(daemons.CGROUP_ROOT).glob("*/bandkit-cluster-*")
-        if path.is_dir()
-    ]
-    found += [f"pid {pid}" for pid in processes.tagged_pids("bandkit-cluster/", prefix=True)]
-    for node in nodes(9):
-        found += [f"{node.name} pid {pid}" for pid in daemons.members(node)]
-    return found
-
-
 def invoke(*args: str, run_dir: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "invoke", *args, "--run-dir", str(run_dir)],
@@ -79,18 +49,6 @@ def invoke(*args: str, run_dir: Path, timeout: float = 180) -> subprocess.Comple
         timeout=timeout,
         check=False,
     )
-
-
-def on_node(index: int, *args: str) -> str:
-    done = subprocess.run(
-        ["docker", *args],
-        env={**os.environ, "DOCKER_HOST": nodes(index)[-1].docker_host},
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    return done.stdout
 
 
 @pytest.fixture

@@ -44,7 +44,8 @@ def labels(engine: Engine, kind: str, name: str) -> dict[str, str] | None:
 
 def remove(engine: Engine, kind: str, name: str, owner: str) -> None:
     """Remove `name` when it carries `owner`'s label; a network is retried until the
-    tasks of a just-removed service have let go of it."""
+    tasks of a just-removed service have let go of it, and waited for until the manager
+    no longer lists it (its removal is asynchronous)."""
     found = labels(engine, kind, name)
     if found is None:
         return
@@ -58,7 +59,27 @@ def remove(engine: Engine, kind: str, name: str, owner: str) -> None:
         result = engine.run(kind, "rm", name, what=f"{kind} rm", check=False)
         text = (result.stderr + result.stdout).lower()
         if result.returncode == 0 or "not found" in text or "no such" in text:
-            return
+            break
         if time.monotonic() > deadline:
             raise SandboxError(f"swarm: {kind} rm {name}: {result.stderr.strip()[:300]}")
         time.sleep(POLL_S)
+    while kind == "network" and _listed(engine, name, owner):
+        if time.monotonic() > deadline:
+            raise SandboxError(f"swarm: network {name} is still listed after its removal")
+        time.sleep(POLL_S)
+
+
+def _listed(engine: Engine, network: str, owner: str) -> bool:
+    """Whether the manager still lists `network` among the owner's (it does for a few
+    seconds after its `rm` answered, while the nodes let go of their copies)."""
+    out = engine.run(
+        "network",
+        "ls",
+        "--filter",
+        f"label={OWNER_LABEL}={owner}",
+        "--format",
+        "{{.Name}}",
+        what="network ls",
+        check=False,
+    ).stdout
+    return network in out.split()

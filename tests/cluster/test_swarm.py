@@ -1,0 +1,227 @@
+"""The swarm runtime on the local 3-node cluster, as the README walks through it in a fresh
+clone: an echo agent provisioned as swarm services answers `kit.ping`; its key is only in
+its proxy's service; it answers again after its node is drained, a message sent while it
+moved answered afterwards; `kit.unprovision` and `cluster.down` leave nothing.
+
+Marked `cluster` (run by `nox -s cluster_tests`): root and a host Docker daemon.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from bandkit import processes
+from bandkit.runtimes.keychain import Keychain
+from tests.support import images
+from tests.support.cluster import host_state, leftovers, on_node
+from tests.support.readme import clean_env, readme_block
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.cluster
+NAME = "my-agent"
+DRAIN_TARGET_S = 30.0  # the issue's target: drained until the agent answers again
+
+
+def sh(clone: Path, line: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", line],
+        cwd=clone,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def ok(clone: Path, line: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    done = sh(clone, line, timeout)
+    assert done.returncode == 0, f"{line}:\n{done.stdout}{done.stderr}"
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def labelled(kind: str) -> list[str]:
+    """Our swarm objects of `kind` still on the cluster."""
+    return on_node(1, kind, "ls", "--filter", "label=bandkit.sandbox", "-q").split()
+
+
+def test_the_readme_swarm_walkthrough_custody_and_a_drain(clone: Path, kit_image: str) -> None:
+    images.ensure_local_tag(kit_image)
+    block = readme_block("Agents on the cluster: the swarm runtime")
+    assert block[0].startswith("uv run invoke cluster.up")
+    assert block[-2:] == [
+        f"uv run invoke kit.unprovision --name {NAME}",
+        "uv run invoke cluster.down",
+    ]
+    before = host_state()
+    try:
+        done = [ok(clone, line) for line in block[:-2]]
+        assert "connected in" in done[3].stderr, done[3].stderr
+        assert f"echo: @{NAME} ping:" in done[4].stdout
+        key = _agent_key(clone)
+        _the_key_is_only_in_the_proxy_service(clone, key)
+        _a_drained_node_moves_the_agent_and_a_message_sent_meanwhile_is_answered(clone)
+        gone = ok(clone, block[-2])
+        for kind in ("service", "network", "secret", "config"):
+            assert labelled(kind) == [], f"{kind}: {gone.stdout}{gone.stderr}"
+        assert processes.tagged_pids("bandkit-swarm-relay:", prefix=True) == []
+        assert _files_holding(clone / ".run", key) == []
+    finally:
+        down = sh(clone, block[-1], timeout=300)
+        images.remove_agent_images(clone)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert leftovers(clone / ".run") == []
+    assert host_state() == before
+
+
+def _agent_key(clone: Path) -> str:
+    found = Keychain(clone / ".run" / "runtimes" / "swarm" / "keychain").secrets(NAME)
+    assert [s.env for s in found] == ["BAND_API_KEY"]
+    return found[0].value
+
+
+def _files_holding(root: Path, needle: str) -> list[str]:
+    """Files under the run directory holding `needle`, but the keychain (where a key is
+    kept) and the cluster's node data (its swarm store holds the secret, encrypted)."""
+    kept = {root / "runtimes" / "swarm" / "keychain", root / "cluster"}
+    found = []
+    for top, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if Path(top, d) not in kept]
+        found += [str(Path(top, f)) for f in files if needle.encode() in Path(top, f).read_bytes()]
+    return found
+
+
+def _service(name: str) -> dict[str, object]:
+    found: list[dict[str, object]] = json.loads(on_node(1, "service", "inspect", name))
+    return found[0]
+
+
+def _the_key_is_only_in_the_proxy_service(clone: Path, key: str) -> None:
+    agent = _service(NAME)
+    text = json.dumps(agent)
+    assert key not in text
+    spec = agent["Spec"]["TaskTemplate"]  # type: ignore[index]
+    container = spec["ContainerSpec"]
+    assert not container.get("Secrets")
+    assert "BAND_API_KEY=proxy-managed" in container["Env"]
+    assert container["CapabilityDrop"] == ["ALL"]
+    assert sorted(container["CapabilityAdd"]) == ["CAP_SETGID", "CAP_SETPCAP", "CAP_SETUID"]
+    assert container["Init"] is True
+    assert spec["Resources"]["Limits"]["Pids"] > 0
+    networks = [n["Target"] for n in spec["Networks"]]
+    assert len(networks) == 1
+    internal = json.loads(on_node(1, "network", "inspect", networks[0]))[0]["Internal"]
+    assert internal is True, "the agent's only network must be --internal"
+    (proxy_name,) = [
+        s
+        for s in on_node(1, "service", "ls", "--format", "{{.Name}}").split()
+        if s.startswith("bkp-")
+    ]
+    proxy = _service(proxy_name)
+    assert key not in json.dumps(proxy)
+    proxy_container = proxy["Spec"]["TaskTemplate"]["ContainerSpec"]  # type: ignore[index]
+    assert [s["File"]["Name"] for s in proxy_container["Secrets"]] == ["keyproxy.json"]
+    assert proxy_container["User"] == "1000:1000"
+    for service in (NAME, proxy_name):
+        logs = subprocess.run(
+            ["docker", "service", "logs", "--raw", service],
+            env={"PATH": "/usr/local/bin:/usr/bin:/bin", "DOCKER_HOST": _manager()},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        assert key not in logs.stdout + logs.stderr
+    # inside the agent: no secret mounted, and no route to the relay the proxy uses
+    box = clone / ".run" / "runtimes" / "swarm" / NAME
+    relay_ports = json.loads((box / "relay.json").read_text())["ports"]
+    probe = (
+        "import os, socket, sys\n"
+        "assert not os.path.exists('/run/secrets/keyproxy.json')\n"
+        f"for port in {relay_ports!r}:\n"
+        "    s = socket.socket(); s.settimeout(3)\n"
+        "    if s.connect_ex(('10.77.0.1', port)) == 0: sys.exit(f'reached {port}')\n"
+    )
+    node, container_name = _agent_container()
+    reached = subprocess.run(
+        ["docker", "exec", "--user", "1000", container_name, "python3", "-c", probe],
+        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "DOCKER_HOST": node},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert reached.returncode == 0, f"the agent reached the relay: {reached.stderr}"
+    log = [json.loads(line) for line in (box / "policy.log").read_text().splitlines()]
+    assert log != []
+    assert {(e["decision"], e["proxy_type"]) for e in log} == {("allow", "relay")}
+
+
+def _manager() -> str:
+    return "unix:///run/bandkit-cluster/node1/docker.sock"
+
+
+def _running_task() -> tuple[str, str] | None:
+    rows = on_node(
+        1,
+        "service",
+        "ps",
+        "--no-trunc",
+        "--filter",
+        "desired-state=running",
+        "--format",
+        "{{.ID}} {{.Node}} {{.CurrentState}}",
+        NAME,
+    ).split("\n")
+    for row in rows:
+        fields = row.split()
+        if len(fields) >= 3 and fields[2] == "Running":
+            return fields[0], fields[1]
+    return None
+
+
+def _running_on(node: str) -> bool:
+    """Whether a task of the agent (meant to run or not) is still running on `node`."""
+    rows = on_node(1, "service", "ps", "--format", "{{.Node}} {{.CurrentState}}", NAME)
+    return any(row.split()[:2] == [node, "Running"] for row in rows.splitlines() if row)
+
+
+def _agent_container() -> tuple[str, str]:
+    task = _running_task()
+    assert task is not None
+    task_id, node = task
+    return f"unix:///run/bandkit-cluster/{node}/docker.sock", f"{NAME}.1.{task_id}"
+
+
+def _a_drained_node_moves_the_agent_and_a_message_sent_meanwhile_is_answered(
+    clone: Path,
+) -> None:
+    task = _running_task()
+    assert task is not None
+    _task_id, node = task
+    began = time.monotonic()
+    on_node(1, "node", "update", "--availability", "drain", node)
+    try:
+        # the old task has stopped (its container too): the ping is sent during the move
+        wait_for(
+            lambda: not _running_on(node),
+            timeout=DRAIN_TARGET_S,
+            step=0.1,
+            what=f"the agent's task on {node} to stop",
+        )
+        ping = ok(clone, f"uv run invoke kit.ping --name {NAME} --timeout 60", timeout=120)
+        answered = time.monotonic() - began
+        assert f"echo: @{NAME} ping:" in ping.stdout
+        moved = _running_task()
+        assert moved is not None, "answered, yet no task of the agent runs"
+        assert moved[1] != node, moved
+        assert answered <= DRAIN_TARGET_S, f"answered {answered:.1f}s after the drain"
+    finally:
+        on_node(1, "node", "update", "--availability", "active", node)
