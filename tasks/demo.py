@@ -24,7 +24,8 @@ from tasks._common import RUN_DIR_HELP, need, reports, resolve_run_dir
     help={
         "platform": "local (the emulator; default) or real (BAND_REST_URL, BAND_WS_URL, "
         "BAND_API_KEY_USER)",
-        "runtime": "auto (sbx, else docker, else local), sbx, docker or local",
+        "runtime": "auto (sbx, else docker, else local), sbx, docker, swarm (the local cluster) "
+        "or local",
         "brains": "scripted (deterministic, offline; the default); stub (the real Claude SDK, "
         "Codex and CrewAI adapters against the local LLM stub, offline); real (the same "
         "adapters against the providers: ANTHROPIC_API_KEY, OPENAI_API_KEY; base URLs "

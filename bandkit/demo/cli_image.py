@@ -74,8 +74,9 @@ def image_for(brains: str) -> str:
 
 
 def sandbox_image(brains: str, runtime: str) -> str | None:
-    """What `SandboxSpec.image` is for these brains on this runtime (None: its default)."""
-    return image_for(brains) if runtime == "docker" else None
+    """What `SandboxSpec.image` is for these brains on this runtime (None: its default):
+    on docker and swarm the image the demo's agent images are built on."""
+    return image_for(brains) if runtime in ("docker", "swarm") else None
 
 
 def require_image(brains: str) -> None:

@@ -146,6 +146,9 @@ def choose_runtime(
     )
 
 
+CONTAINERS = (RuntimeName.DOCKER, RuntimeName.SWARM)  # the agent images are built on the host
+
+
 def ready_runtime(name: RuntimeName, layout: DemoLayout, brains: str = "scripted") -> Runtime:
     """The runtime, once its tools answer (no manifest: nothing is recorded yet)."""
     try:
@@ -157,14 +160,14 @@ def ready_runtime(name: RuntimeName, layout: DemoLayout, brains: str = "scripted
                 find_uv()
             except BoxError as exc:
                 raise DemoError(f"the local runtime: {exc}") from None
-        elif name is RuntimeName.DOCKER and cli_image.image_for(brains) != LOCAL_TAG:
+        elif name in CONTAINERS and cli_image.image_for(brains) != LOCAL_TAG:
             cli_image.require_image(brains)  # stub/real: the CLI image (kit + codex)
-        elif name is RuntimeName.DOCKER:
+        elif name in CONTAINERS:
             from bandkit.dockercli import image_exists
 
             if not image_exists(LOCAL_TAG):
                 raise DemoError(
-                    f"the docker runtime needs the kit image {LOCAL_TAG}: build it with "
+                    f"the {name.value} runtime needs the kit image {LOCAL_TAG}: build it with "
                     "`uv run invoke image.build`, or pass --runtime local"
                 )
         elif name is RuntimeName.SBX:

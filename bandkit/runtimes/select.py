@@ -62,13 +62,10 @@ def get_runtime(
             run_dir / name.value, manifest=manifest, key_in_container=key_in_container
         )
     if name is RuntimeName.SWARM:
-        from bandkit.cluster.layout import Layout
         from bandkit.runtimes.swarm import SwarmRuntime
 
         host = os.environ.get(SWARM_HOST_ENV) or None
-        return SwarmRuntime(
-            run_dir / name.value, manifest=manifest, host=host, cluster=Layout.of(run_dir.parent)
-        )
+        return SwarmRuntime(run_dir / name.value, manifest=manifest, host=host)
     from bandkit.runtimes.local import LocalRuntime
 
     return LocalRuntime(run_dir / name.value, manifest=manifest)

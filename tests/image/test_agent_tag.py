@@ -52,7 +52,10 @@ def test_a_workspace_without_a_lock_is_refused_by_name(workspace: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "says"),
     [
-        (["--runtime", "local"], "--agent-image runs on the docker runtime: add --runtime docker"),
+        (
+            ["--runtime", "local"],
+            "--agent-image runs on the docker or swarm runtime: add --runtime docker (or swarm)",
+        ),
         (["--runtime", "docker", "--image", "x:y"], "give --image or --agent-image, not both"),
     ],
 )

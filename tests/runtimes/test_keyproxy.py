@@ -156,3 +156,36 @@ def test_a_route_listens_only_on_a_port_number(port: object) -> None:
         parse_config(config)
     _, routes, _ = parse_config({**config, "routes": [{**route, "port": 8080}]})
     assert routes[0].listen_port == 8080
+
+
+@pytest.mark.parametrize(
+    "via",
+    ["relay.example:80", "127.0.0.1:80", "8.8.8.8:80", "10.0.0.1:0", "10.0.0.1", "0.0.0.0:80"],
+)
+def test_a_route_goes_via_a_private_relay_address_only(via: str) -> None:
+    """`via` (the swarm runtime's relay on the cluster's hub) is a private IPv4 literal and
+    a port: never a name DNS answers for, a loopback, a public or unspecified address."""
+    from bandkit.proxies.keyproxy import ConfigError, parse_config
+
+    route = {"upstream": "http://127.0.0.1:9", "paths": ["/api"], "swaps": [["p", "k", ["/api"]]]}
+    config = {"token": "t" * 32, "routes": [{**route, "via": via}]}
+    with pytest.raises(ConfigError, match="via"):
+        parse_config(config)
+    _, routes, _ = parse_config({**config, "routes": [{**route, "via": "10.77.0.1:4100"}]})
+    assert routes[0].via == ("10.77.0.1", 4100)
+    assert (routes[0].host, routes[0].port) == ("127.0.0.1", 9)  # the request names these
+
+
+def test_a_relay_does_not_open_plain_http_to_a_remote_upstream() -> None:
+    """`via` carries a loopback platform's bytes; it is no way to send the key over plain
+    http to anyone else."""
+    from bandkit.proxies.keyproxy import ConfigError, parse_config
+
+    route = {
+        "upstream": "http://10.1.2.3:80",
+        "paths": ["/api"],
+        "swaps": [["p", "k", ["/api"]]],
+        "via": "10.77.0.1:4100",
+    }
+    with pytest.raises(ConfigError, match="refusing plain"):
+        parse_config({"token": "t" * 32, "routes": [route]})

@@ -9,10 +9,10 @@ this run's label):
 2. `<name>-<run>-out`: an overlay only the proxy joins, its way off the node.
 3. the platform relay (local cluster, loopback platform): a host process listening on the
    hub (`relay`), the proxy's upstream, with the box's policy log.
-4. `bkp-<run>-cfg`: the proxy's config as a swarm secret (token, routes, the real keys),
+4. `<proxy>-cfg`: the proxy's config as a swarm secret (token, routes, the real keys),
    mounted into the proxy service only, 0400 for uid 1000.
-5. `bkp-<run>-app`: the credential proxy's code as a swarm config (`proxyapp`).
-6. `bkp-<run>`: the credential proxy service, on both overlays, as uid 1000 with no
+5. `<proxy>-app`: the credential proxy's code as a swarm config (`proxyapp`).
+6. `bkp-<digest of run and name>`: the credential proxy service, on both overlays, as uid 1000 with no
    capability, restarted on any exit.
 7. `<name>`: the agent service, one replica, on the internal overlay only, running the
    kit's own launch command with the placeholder for each key and the proxy's URLs.
@@ -26,8 +26,8 @@ bounding set, so the agent holds no capability) and the host firewall chain (a n
 containers reach the hub address; only the relay's ports listen there, and the agent has
 no route to it: only the proxy does).
 
-The target: `host` (a DOCKER_HOST value), else the local cluster's manager when
-`cluster.up` made one under the run directory. On the local cluster the workspace is
+The target: `host` (a DOCKER_HOST value), else the manager of this machine's local
+cluster (`cluster.up`, from whichever run directory). On the local cluster the workspace is
 bind-mounted from this host (its nodes share this filesystem) and an image missing on
 the nodes is loaded from the host's Docker; on another swarm the image must already be on
 its nodes and the platform must be one the nodes reach (a loopback platform is refused).
@@ -38,6 +38,7 @@ a package index, so a kit image would find nothing to sync from.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import secrets as _secrets
 import shutil
@@ -47,9 +48,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from bandkit.cluster import images as cluster_images
-from bandkit.cluster.layout import HUB_ADDRESS, HUB_NETNS, NET, NETNS_DIR, PREFIX_LEN, Layout
+from bandkit.cluster.layout import HUB_ADDRESS, HUB_NETNS, NET, NETNS_DIR, OWNER_FILE, PREFIX_LEN
 from bandkit.cluster.layout import Node as ClusterNode
 from bandkit.cluster.layout import nodes as cluster_nodes
+from bandkit.cluster.swarm import SERVICE_OPTIONS
 from bandkit.dockercli import BUILD_COMMAND
 from bandkit.fsio import UnsafePathError, read_regular, write_private
 from bandkit.manifest import Kind, Manifest, Remover, Resource
@@ -94,14 +96,16 @@ PROXY_MEMORY_LIMIT = "256m"
 PIDS_LIMIT = 512
 STOP_GRACE = "20s"
 RESTART_DELAY = "2s"
-# What every service needs on a cluster without IPVS and offline (`cluster.swarm`).
-SERVICE_OPTIONS = (
-    "--endpoint-mode",
-    "dnsrr",
-    "--no-resolve-image",
-    "--placement-pref",
-    "spread=node.id",
+# A task's states from its creation until it runs (`docker service ps`, CurrentState).
+LIVE_STATES = frozenset(
+    {"New", "Pending", "Assigned", "Accepted", "Preparing", "Ready", "Starting", "Running"}
 )
+
+
+def proxy_name(owner: str, name: str) -> str:
+    """The credential proxy service of sandbox `name` made by run `owner`: a DNS label
+    (the agent reaches it by this name) of its own per run and sandbox."""
+    return "bkp-" + hashlib.sha256(f"{owner}/{name}".encode()).hexdigest()[:16]
 
 
 class SwarmRuntime(Runtime):
@@ -113,12 +117,10 @@ class SwarmRuntime(Runtime):
         *,
         manifest: Manifest | None = None,
         host: str | None = None,
-        cluster: Layout | None = None,
         binary: str = "docker",
     ) -> None:
         super().__init__(manifest=manifest)
         self.run_dir = Path(run_dir)
-        self.cluster = cluster
         self.local = host is None
         self._host = host
         self._binary = binary
@@ -133,7 +135,7 @@ class SwarmRuntime(Runtime):
     def _manager_host(self) -> str:
         if self._host:
             return self._host
-        if self.cluster is None or not self.cluster.manifest.exists():
+        if not OWNER_FILE.exists():  # the local cluster of this machine, wherever its home
             raise SandboxError(
                 "swarm: no swarm to run on: start the local cluster (`uv run invoke "
                 "cluster.up --nodes 3 --image band-python-kit:local`) or set DOCKER_HOST "
@@ -194,7 +196,7 @@ class SwarmRuntime(Runtime):
         self.record(Kind.SANDBOX, name, "box", name=name, part="box")
         box.mkdir(mode=0o700, parents=True, exist_ok=True)
         inner, outer = f"{name}-{owner[:8]}-in", f"{name}-{owner[:8]}-out"
-        proxy = f"bkp-{owner}"
+        proxy = proxy_name(owner, name)
         record = {"owner": owner, "inner": inner, "outer": outer, "proxy": proxy, "gid": gid}
         write_private(box / OWNER_RECORD, json.dumps(record))
         engine = self.engine
@@ -443,10 +445,14 @@ class SwarmRuntime(Runtime):
         return any(state == "Running" for _id, _node, state in self._tasks(service))
 
     def status(self, name: str) -> SandboxStatus:
+        """Absent: no service. Running: a task is meant to run and on its way or up
+        (swarm starts and restarts it). Stopped: scaled to 0, or its task ended and none
+        replaces it."""
         name = validate_name(name)
         if objects.labels(self.engine, "service", name) is None:
             return SandboxStatus.ABSENT
-        return SandboxStatus.RUNNING if self._service_running(name) else SandboxStatus.STOPPED
+        states = {state for _id, _node, state in self._tasks(name)}
+        return SandboxStatus.RUNNING if states & LIVE_STATES else SandboxStatus.STOPPED
 
     def exec(
         self,
