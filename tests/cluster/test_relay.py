@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from bandkit.cluster import network
+from bandkit.cluster.layout import NETNS_DIR
 from bandkit.runtimes.swarm import relay
 
 pytestmark = pytest.mark.cluster
@@ -24,12 +26,17 @@ NETNS = "bkc-relay-test"
 
 @pytest.fixture
 def netns() -> Iterator[Path]:
+    """A namespace of the test's own; /run/netns released after it if it made it."""
+    had_dir = NETNS_DIR.exists()
     subprocess.run(["ip", "netns", "add", NETNS], check=True, timeout=30)
     subprocess.run(["ip", "-n", NETNS, "link", "set", "lo", "up"], check=True, timeout=30)
     try:
         yield Path("/run/netns") / NETNS
     finally:
         subprocess.run(["ip", "netns", "delete", NETNS], check=False, timeout=30)
+        if not had_dir:
+            network.release_netns_dir()
+    assert NETNS_DIR.exists() == had_dir
 
 
 @pytest.fixture

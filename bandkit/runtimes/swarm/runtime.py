@@ -12,8 +12,8 @@ this run's label):
 4. `<proxy>-cfg`: the proxy's config as a swarm secret (token, routes, the real keys),
    mounted into the proxy service only, 0400 for uid 1000.
 5. `<proxy>-app`: the credential proxy's code as a swarm config (`proxyapp`).
-6. `bkp-<digest of run and name>`: the credential proxy service, on both overlays, as uid 1000 with no
-   capability, restarted on any exit.
+6. `bkp-<digest of run and name>`: the credential proxy service, on both overlays, as
+   uid 1000 with no capability, restarted on any exit.
 7. `<name>`: the agent service, one replica, on the internal overlay only, running the
    kit's own launch command with the placeholder for each key and the proxy's URLs.
 
