@@ -69,9 +69,12 @@ class Box:
 
 
 def labels(engine: Engine, kind: str, name: str) -> dict[str, str] | None:
-    """The labels of container or network `name`; None when it does not exist."""
+    """The labels of container, network (or swarm service, secret, config) `name`; None
+    when it does not exist."""
     if kind == "network":
         argv = ["network", "inspect", "--format", "{{json .Labels}}", name]
+    elif kind in ("service", "secret", "config"):
+        argv = [kind, "inspect", "--format", "{{json .Spec.Labels}}", name]
     else:
         argv = ["inspect", "--type", "container", "--format", "{{json .Config.Labels}}", name]
     result = engine.run(*argv, what=f"{kind} inspect", check=False)

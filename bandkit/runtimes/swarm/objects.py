@@ -5,12 +5,11 @@ made it is removed (a same-named foreign one is reported and kept); absent is su
 
 from __future__ import annotations
 
-import json
 import time
 
 from bandkit.runtimes.base import SandboxError
 from bandkit.runtimes.docker.engine import Engine
-from bandkit.runtimes.docker.ownership import LABEL, OWNER_LABEL
+from bandkit.runtimes.docker.ownership import LABEL, OWNER_LABEL, labels
 
 KINDS = ("service", "network", "secret", "config")
 NETWORK_GONE_TIMEOUT_S = 60.0  # a removed service's tasks let go of its networks by then
@@ -19,27 +18,6 @@ POLL_S = 0.25
 
 def label_args(name: str, owner: str) -> list[str]:
     return ["--label", f"{LABEL}={name}", "--label", f"{OWNER_LABEL}={owner}"]
-
-
-def labels(engine: Engine, kind: str, name: str) -> dict[str, str] | None:
-    """The labels of swarm object `name` of `kind`; None when it does not exist."""
-    path = ".Labels" if kind == "network" else ".Spec.Labels"
-    result = engine.run(
-        kind,
-        "inspect",
-        "--format",
-        "{{json " + path + "}}",
-        name,
-        what=f"{kind} inspect",
-        check=False,
-    )
-    if result.returncode != 0:
-        text = (result.stderr + result.stdout).lower()
-        if "no such" in text or "not found" in text:
-            return None
-        raise SandboxError(f"swarm: {kind} inspect {name}: {result.stderr.strip()[:300]}")
-    found = json.loads(result.stdout or "null") or {}
-    return {str(k): str(v) for k, v in found.items()}
 
 
 def remove(engine: Engine, kind: str, name: str, owner: str) -> None:

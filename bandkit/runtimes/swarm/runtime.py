@@ -73,7 +73,7 @@ from bandkit.runtimes.base import (
 )
 from bandkit.runtimes.docker.engine import T_CREATE, Engine
 from bandkit.runtimes.docker.identity import DEFAULT_GID, GID_ENV, agent_gid, image_labels
-from bandkit.runtimes.docker.ownership import LABEL
+from bandkit.runtimes.docker.ownership import LABEL, labels
 from bandkit.runtimes.docker.runtime import (
     DEFAULT_IMAGE,
     DEFAULT_LOG_PATH,
@@ -449,7 +449,7 @@ class SwarmRuntime(Runtime):
         (swarm starts and restarts it). Stopped: scaled to 0, or its task ended and none
         replaces it."""
         name = validate_name(name)
-        if objects.labels(self.engine, "service", name) is None:
+        if labels(self.engine, "service", name) is None:
             return SandboxStatus.ABSENT
         states = {state for _id, _node, state in self._tasks(name)}
         return SandboxStatus.RUNNING if states & LIVE_STATES else SandboxStatus.STOPPED
