@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -93,6 +94,8 @@ def validate(c: Context, spec: str = "", spec_shape: str = "auto") -> None:
         "image": "docker, swarm: the image to run (default band-python-kit:local; an agent image "
         "from kit.build-agent starts with no download)",
         "agent_image": "docker, swarm: build (or find) the workspace's agent image and run it",
+        "swarm_host": "swarm: the DOCKER_HOST of the swarm manager to run on (default "
+        "BANDKIT_SWARM_HOST, else this machine's local cluster)",
         "timeout": "seconds to wait for the registration answer (default 120)",
         "wait": "seconds to wait for the agent to connect after create (default 60; 0: don't)",
         "run_dir": RUN_DIR_HELP,
@@ -112,6 +115,7 @@ def kit_provision(
     runtime: str = "auto",
     image: str = "",
     agent_image: bool = False,
+    swarm_host: str = "",
     timeout: int = 120,
     wait: int = 60,
     run_dir: str = "",
@@ -127,6 +131,8 @@ def kit_provision(
     from bandkit.kit import commands
 
     where = Path(need(workspace, "--workspace", "./my-agent")).absolute()
+    if swarm_host:
+        _target_swarm(swarm_host, runtime)
     if agent_image:
         image = _agent_image(where, image, runtime)
     agent_id = commands.main(
@@ -145,6 +151,19 @@ def kit_provision(
         image=image or None,
     )
     print(agent_id)
+
+
+def _target_swarm(host: str, runtime: str) -> None:
+    """Point the swarm runtime at `host` (teardown finds it again in the manifest)."""
+    from bandkit.runtimes.select import SWARM_HOST_ENV
+
+    if runtime != "swarm":
+        raise BandkitError("--swarm-host is for the swarm runtime: add --runtime swarm")
+    if not host.startswith(("unix://", "tcp://", "ssh://")):
+        raise BandkitError(
+            f"--swarm-host {host[:80]!r}: give a DOCKER_HOST value (unix://, tcp:// or ssh://)"
+        )
+    os.environ[SWARM_HOST_ENV] = host
 
 
 def _agent_image(workspace: Path, image: str, runtime: str) -> str:

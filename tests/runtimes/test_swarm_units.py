@@ -84,3 +84,80 @@ def test_an_object_without_our_owner_label_is_kept(tmp_path: Path) -> None:
         with pytest.raises(SandboxError, match="not ours"):
             objects.remove(engine, kind, "my-agent", "our-run")
     assert " rm " not in calls.read_text()
+
+
+def _fake_docker(tmp_path: Path) -> tuple[Path, Path]:
+    """A docker that logs its DOCKER_HOST and argv and answers inspect with our label."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "docker"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$DOCKER_HOST $*" >> {calls}\n'
+        'case "$2" in inspect) echo \'{"bandkit.owner":"run1"}\';; esac\n',
+        encoding="utf-8",
+    )
+    fake.chmod(0o755)
+    return fake, calls
+
+
+def test_teardown_reaches_the_swarm_the_sandbox_was_made_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sandbox made on a named swarm records it: its removal goes there whatever the
+    environment says then; one made on the local cluster, gone since with the cluster, is
+    gone (success), never an error that keeps the manifest from emptying."""
+    from bandkit.manifest import Kind, Manifest, teardown
+    from bandkit.runtimes.swarm import SwarmRuntime
+    from bandkit.runtimes.swarm import runtime as swarm_runtime
+
+    monkeypatch.setattr(swarm_runtime, "OWNER_FILE", tmp_path / "no-local-cluster")
+    fake, calls = _fake_docker(tmp_path)
+    path = tmp_path / "manifest.json"
+    with Manifest.open(path) as manifest:
+        remote = SwarmRuntime(
+            tmp_path / "a", manifest=manifest, host="tcp://mgr:2376", binary=str(fake)
+        )
+        remote.record(Kind.SANDBOX, "x", part="service", name="x", object="x", owner="run1")
+        local = SwarmRuntime(tmp_path / "b", manifest=manifest, binary=str(fake))
+        local.record(Kind.SANDBOX, "y", part="service", name="y", object="y", owner="run1")
+        assert "swarm_host" not in manifest.resources[-1].details
+        later = SwarmRuntime(tmp_path / "a", manifest=manifest, binary=str(fake))
+        assert teardown(manifest, later.removers()).clean
+    assert not path.exists()
+    lines = calls.read_text().splitlines()
+    assert lines == [
+        "tcp://mgr:2376 service inspect --format {{json .Spec.Labels}} x",
+        "tcp://mgr:2376 service rm x",
+    ]
+
+
+def test_swarm_host_is_a_docker_host_for_the_swarm_runtime_only(tmp_path: Path) -> None:
+    for args, said in (
+        (["--runtime", "docker", "--swarm-host", "tcp://m:2376"], "for the swarm runtime"),
+        (["--runtime", "swarm", "--swarm-host", "m:2376"], "give a DOCKER_HOST value"),
+    ):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "invoke",
+                "kit.provision",
+                "--name",
+                "a",
+                "--description",
+                "an agent here",
+                "--workspace",
+                str(tmp_path),
+                "--run-dir",
+                str(tmp_path),
+                *args,
+            ],
+            cwd=Path(__file__).resolve().parents[2],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert said in done.stderr
+        assert "Traceback" not in done.stderr

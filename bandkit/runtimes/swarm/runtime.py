@@ -127,6 +127,13 @@ class SwarmRuntime(Runtime):
         self.run_id = _secrets.token_hex(8)
         self.secrets = Secrets(self.run_dir / "keychain", self.record)
 
+    def record(self, kind: Kind, *parts: str, **details: str) -> None:
+        """As every runtime records, plus the swarm it targets when one was named, so a
+        teardown reaches that swarm again whatever the environment is then."""
+        if self._host:
+            details["swarm_host"] = self._host
+        super().record(kind, *parts, **details)
+
     # -- the target
     @property
     def engine(self) -> Engine:
@@ -529,10 +536,12 @@ class SwarmRuntime(Runtime):
             self._remove_box(name)
         elif part == "relay":
             relay.stop(self._box(name))
-        elif part == "network":
-            objects.remove(self.engine, "network", details["network"], owner)
-        elif part in ("service", "secret", "config"):
-            objects.remove(self.engine, part, details["object"], owner)
+        elif part in ("network", "service", "secret", "config"):
+            host = details.get("swarm_host")
+            if not host and not OWNER_FILE.exists():
+                return  # made on the local cluster, which is gone and took it along
+            engine = Engine(self._binary, host or self._manager_host())
+            objects.remove(engine, part, details.get("network") or details["object"], owner)
         else:
             raise SandboxError(f"swarm: unknown part {part!r} of {resource.ref}")
 
