@@ -2,13 +2,12 @@
 modules it imports and `h11`, shipped to the proxy service as a swarm config (the kit
 image has a Python but not this package).
 
-`build()` makes it reproducibly (sorted entries, fixed timestamps), so the same code is
-the same bytes and so the same config name (`config_name`, by digest) on every run.
+`build()` makes it reproducibly (sorted entries, fixed timestamps): the same code is the
+same bytes on every run.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import zipfile
 from pathlib import Path
@@ -59,7 +58,3 @@ def build() -> bytes:
     if len(data) > MAX_CONFIG_BYTES:
         raise RuntimeError(f"the proxy zipapp is {len(data)} bytes, over a swarm config's limit")
     return data
-
-
-def config_name(data: bytes) -> str:
-    return f"bandkit-keyproxy-{hashlib.sha256(data).hexdigest()[:16]}"

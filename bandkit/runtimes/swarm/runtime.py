@@ -145,8 +145,8 @@ class SwarmRuntime(Runtime):
         if not OWNER_FILE.exists():  # the local cluster of this machine, wherever its home
             raise SandboxError(
                 "swarm: no swarm to run on: start the local cluster (`uv run invoke "
-                "cluster.up --nodes 3 --image band-python-kit:local`) or set DOCKER_HOST "
-                "to a swarm manager"
+                "cluster.up --nodes 3 --image band-python-kit:local`) or name a swarm "
+                "manager with --swarm-host (BANDKIT_SWARM_HOST)"
             )
         return ClusterNode(1).docker_host
 
@@ -173,7 +173,6 @@ class SwarmRuntime(Runtime):
         """Make sure the nodes have `image` (the local cluster: loaded from the host's
         Docker); the agent's gid."""
         engine = self.engine
-        labels = image_labels(engine, image)
         if self.local:
             cluster_images.distribute(
                 [image],
@@ -181,7 +180,7 @@ class SwarmRuntime(Runtime):
                 self.run_dir / "scratch",
                 progress=lambda line: None,
             )
-            labels = image_labels(engine, image)
+        labels = image_labels(engine, image)
         if labels is None:
             raise SandboxError(
                 f"swarm: image {image} is not on the swarm's nodes; build it (`{BUILD_COMMAND}`"
