@@ -59,6 +59,7 @@ class Kind(StrEnum):
     WORKSPACE = "workspace"
     TEMPLATE = "template"  # an image loaded into a sandbox runtime's image store (sbx)
     CLUSTER = "cluster"  # a piece of the local cluster (bandkit/cluster: its `part` says which)
+    MEMBER = "fleet-member"  # an agent of a fleet (bandkit/fleet: key = its name)
 
 
 class Resource(BaseModel):
@@ -120,6 +121,12 @@ class Manifest:
                 Path(lock.lock_file).unlink(missing_ok=True)
                 with suppress(OSError):
                     path.parent.rmdir()  # only when empty
+
+    @staticmethod
+    def read(path: Path) -> tuple[Resource, ...]:
+        """What `path` records now, without taking its lock (every write is an atomic
+        rename, so a reader sees one whole version): for status, never for changes."""
+        return tuple(Manifest._load(Path(path), "").resources)
 
     @staticmethod
     def _load(path: Path, run_id: str) -> ManifestFile:
@@ -221,15 +228,20 @@ def teardown(
     removers: Mapping[Kind, Remover],
     *,
     redact: Iterable[str] = (),
+    only: Iterable[Kind] = (),
 ) -> TeardownReport:
-    """Remove every recorded resource in reverse order; keep the failures recorded.
+    """Remove every recorded resource in reverse order (of the kinds in `only`, when
+    given); keep the failures recorded.
 
     A remover must be idempotent: it returns normally when the resource is gone (including
     when it was never created) and raises with a message when it could not remove it.
     """
     report = TeardownReport()
     secrets = tuple(s for s in redact if s)
+    kinds = frozenset(only)
     for resource in reversed(manifest.resources):
+        if kinds and resource.kind not in kinds:
+            continue
         remover = removers.get(resource.kind)
         if remover is None:
             report.failed.append((resource, f"no remover for kind {resource.kind.value!r}"))

@@ -246,3 +246,20 @@ def test_a_writer_killed_before_its_rename_leaves_nothing_after_teardown(tmp_pat
         assert [r.key for r in m.resources] == ["a"]
         assert teardown(m, {Kind.ROOM: lambda _r: None}).clean
     assert not home.exists()
+
+
+def test_teardown_only_removes_the_kinds_named_and_keeps_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    gone: list[str] = []
+    with Manifest.open(path) as m:
+        m.record(Kind.AGENT, "agent")
+        m.record(Kind.SANDBOX, "box")
+        m.record(Kind.SECRET, "key")
+        m.record(Kind.SANDBOX, "proxy")
+        report = teardown(m, {Kind.SANDBOX: lambda r: gone.append(r.key)}, only=[Kind.SANDBOX])
+    assert gone == ["proxy", "box"]
+    assert report.clean
+    assert [(r.kind, r.key) for r in Manifest.read(path)] == [
+        (Kind.AGENT, "agent"),
+        (Kind.SECRET, "key"),
+    ]

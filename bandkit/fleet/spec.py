@@ -29,10 +29,13 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from bandkit.errors import BandkitError
+from bandkit.runtimes.base import Limits
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 CPU = re.compile(r"[0-9]+(\.[0-9]+)?m?")
 MEMORY = re.compile(r"[0-9]+(Ki|Mi|Gi|Ti|k|M|G|T)?")
+MEMORY_UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+MEMORY_UNITS |= {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 
 
 class FleetError(BandkitError):
@@ -46,6 +49,19 @@ class Strict(BaseModel):
 class Resources(Strict):
     cpu: Annotated[str, Field(pattern=CPU.pattern)] = "500m"
     memory: Annotated[str, Field(pattern=MEMORY.pattern)] = "512Mi"
+
+
+def cpus(quantity: str) -> str:
+    """A Kubernetes CPU quantity as a decimal number of CPUs: 250m -> 0.25, 2 -> 2."""
+    if quantity.endswith("m"):
+        return f"{int(float(quantity[:-1])) / 1000:g}"
+    return f"{float(quantity):g}"
+
+
+def memory_bytes(quantity: str) -> int:
+    """A Kubernetes memory quantity in bytes: 256Mi -> 268435456, 1G -> 10**9."""
+    digits = quantity.rstrip("KMGTikmgt")
+    return int(digits) * MEMORY_UNITS[quantity[len(digits) :]]
 
 
 class Placement(Strict):
@@ -117,6 +133,15 @@ class Fleet:
 
     def placement(self, agent: Agent) -> Placement:
         return agent.placement or self.spec.defaults.placement
+
+    def limits(self, agent: Agent) -> Limits:
+        """The agent's resources (as limits) and placement, for its sandbox."""
+        resources = self.resources(agent)
+        return Limits(
+            cpus=cpus(resources.cpu),
+            memory_bytes=memory_bytes(resources.memory),
+            constraints=self.placement(agent).constraints,
+        )
 
 
 def load(path: Path) -> Fleet:

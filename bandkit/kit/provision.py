@@ -55,6 +55,7 @@ from bandkit.kit.platform_api import (
 from bandkit.manifest import Kind, Manifest
 from bandkit.runtimes.base import (
     PROXY_MANAGED_PLACEHOLDER,
+    Limits,
     Runtime,
     RuntimeName,
     SandboxError,
@@ -117,6 +118,7 @@ class ProvisionRequest:
     # What the records made on this platform say about it (`platforms.PlatformRef.details`:
     # a local emulator's id, state file and run directory), beside its URL.
     platform: dict[str, str] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)  # a fleet file's resources, placement
 
     @property
     def display_name(self) -> str:
@@ -395,6 +397,7 @@ def _ensure_created(
                 image=request.image,
                 env=env,
                 egress=egress,
+                limits=request.limits,
             )
         )
     except SandboxError as exc:

@@ -86,6 +86,20 @@ class Secret:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """What a sandbox may use and where it may run, beyond the runtime's defaults (a fleet
+    file's resources and placement). Honoured by the docker runtime (cpus, memory) and the
+    swarm runtime (all three); the others say they ignore them."""
+
+    cpus: str = ""  # a decimal number of CPUs, e.g. "0.25"; "" = the runtime's default
+    memory_bytes: int = 0  # 0 = the runtime's default
+    constraints: tuple[str, ...] = ()  # swarm placement constraints, e.g. node.role==worker
+
+    def __bool__(self) -> bool:
+        return bool(self.cpus or self.memory_bytes or self.constraints)
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     name: str
     workspaces: tuple[Path, ...]
@@ -95,6 +109,7 @@ class SandboxSpec:
     secrets: tuple[Secret, ...] = ()
     egress: tuple[str, ...] = ()  # host or host:port the sandbox must reach
     ca_cert_pem: str | None = None  # the platform's CA when it uses TLS (PROXY_CA_CERT_B64)
+    limits: Limits = field(default_factory=Limits)
 
     @property
     def workspace(self) -> Path:
@@ -191,6 +206,10 @@ class Runtime(ABC):
     @abstractmethod
     def removers(self) -> dict[Kind, Remover]:
         """Removers for the kinds this runtime records (used by `manifest.teardown`)."""
+
+    def where(self, name: str) -> str:
+        """Which machine runs sandbox `name`: this host, unless a cluster says otherwise."""
+        return "this host"
 
     def parts(self, name: str) -> tuple[Part, ...]:
         """Each part of sandbox `name` and whether it is up; changes nothing. By default

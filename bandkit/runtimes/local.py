@@ -142,6 +142,8 @@ class LocalRuntime(Runtime):
             raise SandboxError(f"local: sandbox {spec.name!r} already exists; remove it first")
         self.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
         self._make_boxes_root()  # before anything is recorded or put there
+        if spec.limits:
+            self.warn(f"{spec.name}: resources and placement are not applied on this runtime")
         for secret in spec.secrets:
             self.set_secret(spec.name, secret)
         self.record(Kind.SANDBOX, spec.name, name=spec.name, path=str(self._dir(spec.name)))

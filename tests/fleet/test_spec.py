@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bandkit.fleet import FleetError, load
+from bandkit.fleet import FleetError, load, spec
+from bandkit.runtimes.base import Limits
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "fleet" / "fleet.yaml"
@@ -85,3 +86,20 @@ def test_an_invalid_fleet_names_the_file_the_line_and_the_field(
 def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FleetError, match=r"fleet.yaml: cannot read it"):
         load(tmp_path / "fleet.yaml")
+
+
+@pytest.mark.parametrize(
+    ("cpu", "memory", "cpus", "memory_bytes"),
+    [("250m", "256Mi", "0.25", 256 * 2**20), ("2", "1G", "2", 10**9), ("1500m", "64", "1.5", 64)],
+)
+def test_resources_become_the_runtimes_limits(
+    cpu: str, memory: str, cpus: str, memory_bytes: int
+) -> None:
+    assert (spec.cpus(cpu), spec.memory_bytes(memory)) == (cpus, memory_bytes)
+
+
+def test_each_agent_gets_its_resources_and_placement_as_limits() -> None:
+    fleet = load(EXAMPLE)
+    limits = {a.name: fleet.limits(a) for a in fleet.spec.agents}
+    assert limits["echo-1"] == Limits(cpus="0.25", memory_bytes=256 * 2**20)
+    assert limits["echo-3"] == Limits(cpus="0.5", memory_bytes=512 * 2**20)

@@ -200,7 +200,11 @@ class DockerRuntime(Runtime):
         for cap in ENTRYPOINT_CAPS:
             argv += ["--cap-add", cap]
         argv += ["--security-opt", "no-new-privileges", "--pids-limit", str(self.pids_limit)]
-        argv += ["--memory", self.memory, "--memory-swap", self.memory]
+        memory = str(spec.limits.memory_bytes or self.memory)
+        argv += ["--memory", memory, "--memory-swap", memory]
+        argv += ["--cpus", spec.limits.cpus] if spec.limits.cpus else []
+        if spec.limits.constraints:
+            self.warn(f"{name}: placement constraints are for a cluster; one host ignores them")
         argv += ["--entrypoint", entrypoint]
         for source, target, mode in mounts:
             argv += ["--volume", f"{source}:{target}{mode}"]

@@ -90,6 +90,8 @@ class SbxRuntime(Runtime):
         if name in self.list():
             raise SandboxError(f"sbx: sandbox {name!r} already exists; pick another name")
         kit = self.staged_kit(spec)
+        if spec.limits:
+            self.warn(f"{spec.name}: resources and placement are not applied on this runtime")
         image = spec.image or (kits.kit_image(kit) if kit else None)
         held = self.ensure_template(image) if image else "pinned"
         for host in spec.egress:

@@ -19,7 +19,8 @@ this run's label):
 
 Service options: `replicas 1`, restart on failure with a delay, a stop grace period,
 `--init` (the launcher is not written to be PID 1), spread placement, memory and pid
-limits, `--cap-drop ALL` plus SETUID/SETGID/SETPCAP for the entrypoint's `setpriv`.
+limits (memory, CPUs and placement constraints as the spec's `limits` say), `--cap-drop
+ALL` plus SETUID/SETGID/SETPCAP for the entrypoint's `setpriv`.
 What `docker service create` (20.10) cannot express, and so a swarm sandbox lacks next to
 a docker one: `no-new-privileges` (the entrypoint still drops to uid 1000 with an empty
 bounding set, so the agent holds no capability) and the host firewall chain (a node's
@@ -379,7 +380,12 @@ class SwarmRuntime(Runtime):
         argv += ["--stop-grace-period", STOP_GRACE, "--init", "--cap-drop", "ALL"]
         for cap in ENTRYPOINT_CAPS:
             argv += ["--cap-add", cap]
-        argv += ["--limit-memory", MEMORY_LIMIT, "--limit-pids", str(PIDS_LIMIT)]
+        limits = spec.limits
+        argv += ["--limit-memory", str(limits.memory_bytes or MEMORY_LIMIT)]
+        argv += ["--limit-pids", str(PIDS_LIMIT)]
+        argv += ["--limit-cpu", limits.cpus] if limits.cpus else []
+        for constraint in limits.constraints:
+            argv += ["--constraint", constraint]
         if self.local:  # the local cluster's nodes share this host's filesystem
             for path in spec.workspaces:
                 argv += ["--mount", f"type=bind,source={path},target={path}"]
@@ -446,6 +452,11 @@ class SwarmRuntime(Runtime):
             if len(fields) >= 3:
                 rows.append((fields[0], fields[1], fields[2]))
         return rows
+
+    def where(self, name: str) -> str:
+        """The node the agent's task is on (`-` when it has none)."""
+        nodes = [node for _id, node, _state in self._tasks(validate_name(name))]
+        return nodes[0] if nodes else "-"
 
     def _service_running(self, service: str) -> bool:
         return any(state == "Running" for _id, _node, state in self._tasks(service))
