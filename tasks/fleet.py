@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from invoke.context import Context
 from invoke.tasks import task
 
-from tasks._common import need, reports
+from bandkit.terminal import printable
+from tasks._common import RUN_DIR_HELP, need, reports, resolve_run_dir
+
+if TYPE_CHECKING:
+    from bandkit.fleet.converge import Target
 
 
 @task(
@@ -60,3 +65,151 @@ def fleet_render(
         f"fleet.render: put each agent's key in {out}/keys/<name>.key, then "
         f"`kubectl apply -k {out}`"
     )
+
+
+RUNTIME_HELP = "auto (sbx, else docker, else local), sbx, docker, swarm or local (default auto)"
+PARALLEL_HELP = "how many agents are changed at once (default 4)"
+
+
+def _target(run_dir: Path, rest_url: str) -> Target:
+    from bandkit.fleet.converge import target_for
+
+    target = target_for(run_dir, rest_url)
+    assert target is not None  # a stopped local platform is an error when not stopped_ok
+    return target
+
+
+@task(
+    name="up",
+    auto_shortflags=False,
+    help={
+        "file": "the fleet file (default fleet.yaml)",
+        "runtime": RUNTIME_HELP,
+        "prune": "also remove the agents this fleet made that the file no longer names",
+        "dry_run": "print the plan and change nothing",
+        "parallel": PARALLEL_HELP,
+        "rest_url": "platform REST URL (same default rule as kit.provision)",
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("fleet.up")
+def fleet_up(
+    c: Context,
+    file: str = "fleet.yaml",
+    runtime: str = "auto",
+    prune: bool = False,
+    dry_run: bool = False,
+    parallel: int = 4,
+    rest_url: str = "",
+    run_dir: str = "",
+) -> None:
+    """Make the fleet what the file says: print the plan, then create, update, restart
+    (and with --prune remove) agents, each proved connected. A re-run with nothing
+    changed does nothing and says so. Progress goes to stderr, the plan to stdout."""
+    from bandkit import fleet
+    from bandkit.fleet import converge
+
+    loaded = fleet.load(Path(file))
+    converge.up(
+        loaded,
+        _target(resolve_run_dir(c, run_dir), rest_url),
+        runtime=runtime,
+        prune=prune,
+        dry_run=dry_run,
+        parallel=parallel,
+        out=_out,
+    )
+
+
+@task(
+    name="status",
+    auto_shortflags=False,
+    help={
+        "json": "print the rows as a JSON list",
+        "rest_url": "platform REST URL (same default rule as kit.provision)",
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("fleet.status")
+def fleet_status(c: Context, json: bool = False, rest_url: str = "", run_dir: str = "") -> None:
+    """One line per agent: runtime, node, state, connected, last seen, image id. Changes
+    nothing; CONNECTED is `?` when the platform does not answer."""
+    import dataclasses
+    import json as json_module
+
+    from bandkit.fleet import converge
+
+    where = resolve_run_dir(c, run_dir)
+    rows = converge.status(where, converge.target_for(where, rest_url, stopped_ok=True))
+    if json:
+        print(json_module.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+        return
+    if not rows:
+        print(f"fleet.status: no fleet in {where}")
+        return
+    table = [converge.Row.HEADER, *(r.cells() for r in rows)]
+    widths = [max(len(line[i]) for line in table) for i in range(len(converge.Row.HEADER))]
+    for line in table:
+        print(
+            printable(
+                "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+            )
+        )
+
+
+@task(
+    name="rollout",
+    auto_shortflags=False,
+    help={
+        "image": "the kit image (or an image made from it) to move every agent onto",
+        "parallel": "how many agents per batch (default 2)",
+        "rest_url": "platform REST URL (same default rule as kit.provision)",
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("fleet.rollout")
+def fleet_rollout(
+    c: Context, image: str = "", parallel: int = 2, rest_url: str = "", run_dir: str = ""
+) -> None:
+    """Move the fleet onto another image, a batch at a time: each batch is connected
+    again before the next starts. A failed batch is put back on the image it ran and the
+    rollout stops (exit 1). A later fleet.up goes back to the file's image: update the
+    file's `image` to keep the new one."""
+    from bandkit.fleet import converge
+
+    converge.rollout(
+        _target(resolve_run_dir(c, run_dir), rest_url),
+        need(image, "--image", "band-python-kit:next"),
+        parallel=parallel,
+        out=_out,
+    )
+
+
+@task(
+    name="down",
+    auto_shortflags=False,
+    help={
+        "parallel": PARALLEL_HELP,
+        "rest_url": "platform REST URL (same default rule as kit.provision)",
+        "run_dir": RUN_DIR_HELP,
+    },
+)
+@reports("fleet.down")
+def fleet_down(c: Context, parallel: int = 4, rest_url: str = "", run_dir: str = "") -> None:
+    """Remove every agent of the fleet (platform agent, sandbox, key, rooms, its copy of
+    the workspace) and the fleet's records; re-run it after a failure."""
+    from bandkit.fleet import converge
+    from bandkit.fleet.converge import Target
+
+    where = resolve_run_dir(c, run_dir)
+    target = converge.target_for(where, rest_url, stopped_ok=True)
+    if target is None:  # the local platform is stopped: its records are cleared on teardown
+        from bandkit.kit import commands
+
+        choice = commands.choose_platform(rest_url, where, stopped_ok=True)
+        target = Target(choice.rest_url, choice.websocket, commands.user_key(choice), {}, where)
+    converge.down(target, parallel=parallel, out=_out)
+
+
+def _out(line: str) -> None:
+    print(line, flush=True)

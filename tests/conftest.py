@@ -117,6 +117,7 @@ def clone() -> Iterator[Path]:
     yield target
     for cleanup in (
         "uv run invoke kit.unprovision --name my-agent",
+        "uv run invoke fleet.down",
         "uv run invoke platform.down",
     ):
         if (target / ".run" / "platform.json").exists():

@@ -139,20 +139,14 @@ def run(
         raise ProvisionError(str(exc)) from None
 
 
-def recreate(
-    request: ProvisionRequest,
-    *,
-    runtime: str,
-    run_dir: Path,
-    api_key: str,
-    log: Callable[[str], None],
-    wait_s: float = agent_check.CONNECT_TIMEOUT_S,
-) -> ProvisionResult:
-    """Replace the sandbox provisioned as `request.name` by one made from `request` (a new
-    image, workspace or limits): what the runtimes made for it is removed, the agent, its
-    stored key and its rooms are kept, then it is created again and proved connected as
-    `run` does. A sandbox part that cannot be removed stops it before anything is made."""
-    path = manifest_path(run_dir, request.name)
+def remove_sandbox(name: str, *, run_dir: Path, api_key: str) -> int:
+    """Remove what the runtimes made for the sandbox provisioned as `name` (every part),
+    keeping the agent, its stored key, its rooms and agent.id: `run` then makes it again
+    (another image, workspace or limits) for the same agent. Returns how many parts it
+    removed; a part that cannot be removed is an error, and stays recorded."""
+    path = manifest_path(run_dir, name)
+    if not path.exists():
+        return 0
     try:
         with Manifest.open(path, secrets=[api_key]) as manifest:
             used = {r.details["runtime"] for r in manifest.resources if "runtime" in r.details}
@@ -160,14 +154,14 @@ def recreate(
                 get_runtime(n, run_dir=run_dir / "runtimes", manifest=manifest)
                 for n in sorted(used)
             ]
-            report = teardown(manifest, removers(runtimes), redact=[api_key], only=(Kind.SANDBOX,))
+            only = (Kind.SANDBOX,)
+            report = teardown(manifest, removers(runtimes), redact=[api_key], only=only)
     except (ManifestError, SandboxError) as exc:
         raise ProvisionError(str(exc)) from None
     if not report.clean:
         failed = "; ".join(report.lines())
-        raise ProvisionError(f"could not remove the old sandbox of {request.name}: {failed}")
-    log(f"provision: {request.name}: old sandbox removed ({len(report.removed)} part(s))")
-    return run(request, runtime=runtime, run_dir=run_dir, api_key=api_key, log=log, wait_s=wait_s)
+        raise ProvisionError(f"could not remove the sandbox of {name}: {failed}")
+    return len(report.removed)
 
 
 def _prove_connected(

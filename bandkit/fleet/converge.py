@@ -1,0 +1,710 @@
+"""Converge a fleet: what the fleet file says against what this run directory made.
+
+State: `<run_dir>/fleet/manifest.json`, a run manifest with one `fleet-member` entry per
+agent (key: its name), recorded before anything is made for it. Its details are the
+contract between runs:
+
+- `file`: the fleet file (absolute); one fleet per run directory, another file is refused;
+- what the plan compares: `runtime` (a concrete name, never `auto`), `image` (the kit
+  image the agent image is built on), `source` (a digest of the source workspace),
+  `limits` (resources and placement, JSON);
+- `workspace` (the source), `copy` (the agent's own copy, `fleet/workspaces/NAME`, the
+  one its sandbox mounts), `description`;
+- `done` (`yes` once the agent was proved connected), `agent_id`, `runs` (the image its
+  sandbox runs), `seen` (when it was last proved connected).
+
+Each agent is provisioned as `kit.provision` does it (`commands.run`), with its own
+provision manifest, so `kit.ping` and `kit.unprovision` work on fleet agents too. Every
+change of an agent's sandbox goes the same way (`apply`): its old sandbox is removed
+(agent, key and rooms kept), its copy is made again from the source (the sandbox wrote
+in the old one: nothing host-side reads it), its agent image is built (docker, swarm),
+and the sandbox is created and proved connected. A crash at any point leaves `done` empty
+and the next `fleet.up` applies that agent again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import shutil
+import stat
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from bandkit.dockercli import image_exists, image_id
+from bandkit.errors import BandkitError
+from bandkit.fleet.spec import Fleet, FleetError
+from bandkit.kit import agent_check, commands
+from bandkit.kit.band_yaml import has_real_id, read_agent_id, write_agent_id
+from bandkit.kit.provision import ProvisionRequest
+from bandkit.kit.rooms import room_key
+from bandkit.manifest import Kind, Manifest, Resource
+from bandkit.runtimes.base import Limits, RuntimeName, SandboxError, SandboxStatus
+from bandkit.runtimes.select import get_runtime, resolve_name
+
+SKIPPED = (".venv", "__pycache__", ".run", ".git")  # never copied, never part of `source`
+IMAGE_RUNTIMES = (RuntimeName.DOCKER.value, RuntimeName.SWARM.value)  # run agent images
+COMPARED = ("image", "source", "limits")  # what an update changes (runtime: a replace)
+
+Log = Callable[[str], None]
+
+
+def state_path(run_dir: Path) -> Path:
+    return run_dir / "fleet" / "manifest.json"
+
+
+def copy_dir(run_dir: Path, name: str) -> Path:
+    return run_dir / "fleet" / "workspaces" / name
+
+
+def source_digest(workspace: Path) -> str:
+    """A digest of what the agent's copy is made from: each path, its kind, its
+    executable bit, and the content of a file or the target of a link."""
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(workspace):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED)
+        for name in sorted(files):
+            path = Path(root, name)
+            info = path.lstat()
+            rel = path.relative_to(workspace).as_posix()
+            if stat.S_ISLNK(info.st_mode):
+                digest.update(f"L {rel} {os.readlink(path)}\n".encode())
+            elif stat.S_ISREG(info.st_mode):
+                executable = "x" if info.st_mode & 0o111 else "-"
+                digest.update(f"F {rel} {executable}\n".encode())
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+        for name in dirs:
+            if Path(root, name).is_symlink():
+                digest.update(f"L {Path(root, name).relative_to(workspace).as_posix()}\n".encode())
+    return digest.hexdigest()[:20]
+
+
+def limits_text(limits: Limits) -> str:
+    return json.dumps(dataclasses.asdict(limits), sort_keys=True)
+
+
+def limits_of(text: str) -> Limits:
+    data = json.loads(text or "{}")
+    return Limits(
+        cpus=str(data.get("cpus", "")),
+        memory_bytes=int(data.get("memory_bytes", 0)),
+        constraints=tuple(data.get("constraints", ())),
+    )
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One agent as the fleet file (or, for a rollout, its member record) describes it."""
+
+    name: str
+    description: str
+    runtime: str  # concrete: local, sbx, docker or swarm
+    image: str
+    workspace: Path
+    limits: Limits
+    source: str = ""
+
+    def details(self, file: Path) -> dict[str, str]:
+        return {
+            "file": str(file),
+            "runtime": self.runtime,
+            "image": self.image,
+            "source": self.source,
+            "limits": limits_text(self.limits),
+            "workspace": str(self.workspace),
+            "description": self.description,
+        }
+
+    @classmethod
+    def of(cls, member: Resource) -> Wanted:
+        d = member.details
+        return cls(
+            name=member.key,
+            description=d["description"],
+            runtime=d["runtime"],
+            image=d["image"],
+            workspace=Path(d["workspace"]),
+            limits=limits_of(d.get("limits", "")),
+            source=d.get("source", ""),
+        )
+
+
+def wanted(fleet: Fleet, runtime: str) -> list[Wanted]:
+    """Every agent of the file, on `runtime` (auto resolved once, for all of them)."""
+    try:
+        concrete = resolve_name(runtime).value
+    except SandboxError as exc:
+        raise FleetError(str(exc)) from None
+    if concrete == RuntimeName.SBX.value:
+        raise FleetError(
+            "fleets run on the docker, swarm or local runtime (give --runtime); on sbx, "
+            "provision each agent with `uv run invoke kit.provision --runtime sbx`"
+        )
+    out = []
+    for agent in fleet.spec.agents:
+        workspace = fleet.workspace(agent)
+        if workspace is None:
+            raise FleetError(
+                f"{fleet.path}: agent {agent.name} gives only an image; fleet.up runs agents "
+                "from a workspace (fleet.render takes image-only agents)"
+            )
+        out.append(
+            Wanted(
+                name=agent.name,
+                description=agent.description,
+                runtime=concrete,
+                image=fleet.image(agent),
+                workspace=workspace,
+                limits=fleet.limits(agent),
+                source=source_digest(workspace),
+            )
+        )
+    return out
+
+
+class Action(StrEnum):
+    CREATE = "create"
+    UPDATE = "update"
+    REPLACE = "replace"  # another runtime: removed, then made again (a new agent)
+    RESTART = "restart"
+    UNCHANGED = "unchanged"
+    REMOVE = "remove"
+    KEPT = "kept"  # not in the file, no --prune
+
+
+ACTING = (Action.CREATE, Action.UPDATE, Action.REPLACE, Action.RESTART, Action.REMOVE)
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    action: Action
+    why: str = ""
+    want: Wanted | None = None
+
+    def line(self) -> str:
+        signs = {Action.CREATE: "+", Action.REMOVE: "-", Action.UNCHANGED: "=", Action.KEPT: "!"}
+        sign = signs.get(self.action)
+        why = f" ({self.why})" if self.why else ""
+        return f"  {sign or '~'} {self.name}: {self.action.value}{why}"
+
+
+@dataclass(frozen=True)
+class Have:
+    """A member as recorded, and its sandbox's state now."""
+
+    details: Mapping[str, str]
+    status: SandboxStatus
+
+
+def plan(want: Sequence[Wanted], have: Mapping[str, Have], *, prune: bool) -> list[Step]:
+    """The steps from what is to what the file says (pure): in the file's order, then the
+    members the file no longer names."""
+    steps = []
+    for w in want:
+        h = have.get(w.name)
+        if h is None:
+            steps.append(Step(w.name, Action.CREATE, "new", w))
+            continue
+        recorded = h.details
+        if recorded.get("done") != "yes":
+            steps.append(Step(w.name, Action.CREATE, "an earlier run stopped before it ended", w))
+        elif recorded.get("runtime") != w.runtime:
+            why = f"runtime {recorded.get('runtime')} -> {w.runtime}: a new agent"
+            steps.append(Step(w.name, Action.REPLACE, why, w))
+        elif changed := [f for f in COMPARED if recorded.get(f) != w.details(Path())[f]]:
+            steps.append(Step(w.name, Action.UPDATE, ", ".join(changed) + " changed", w))
+        elif h.status is not SandboxStatus.RUNNING:
+            steps.append(Step(w.name, Action.RESTART, f"its sandbox is {h.status.value}", w))
+        else:
+            steps.append(Step(w.name, Action.UNCHANGED))
+    named = {w.name for w in want}
+    for name in have:
+        if name not in named:
+            if prune:
+                steps.append(Step(name, Action.REMOVE, "not in the file"))
+            else:
+                steps.append(Step(name, Action.KEPT, "not in the file; --prune removes it"))
+    return steps
+
+
+@dataclass(frozen=True)
+class Target:
+    """The platform the fleet's agents are on, and the user key that acts there."""
+
+    rest_url: str
+    ws_url: str
+    api_key: str
+    platform: Mapping[str, str]
+    run_dir: Path
+
+
+def target_for(run_dir: Path, rest_url: str = "", *, stopped_ok: bool = False) -> Target | None:
+    """The platform as `kit.provision` chooses it (`--rest-url`, BAND_REST_URL, the run
+    directory's local platform, production) and the user key. None: `stopped_ok` and the
+    local platform is stopped (a status shows `?`, a teardown clears what it recorded)."""
+    from bandkit.kit.platforms import identify
+
+    choice = commands.choose_platform(rest_url, run_dir, stopped_ok=stopped_ok)
+    key = commands.user_key(choice)
+    if not choice.running:
+        return None
+    platform = identify(choice.rest_url, key, run_dir=run_dir)
+    return Target(choice.rest_url, choice.websocket, key, platform.details(), run_dir)
+
+
+@dataclass(frozen=True)
+class Applied:
+    agent_id: str
+    runs: str  # the image its sandbox runs ("" on local)
+    source: str
+    seconds: float
+
+
+def recorded_agent_id(run_dir: Path, name: str, rest_url: str) -> str:
+    """The id the provision manifest of `name` recorded for its agent on `rest_url`."""
+    path = commands.manifest_path(run_dir, name)
+    if not path.exists():
+        return ""
+    for resource in Manifest.read(path):
+        if resource.kind is Kind.AGENT and resource.details.get("url") == rest_url:
+            return resource.details.get("id", "")
+    return ""
+
+
+def fresh_copy(source: Path, copy: Path, agent_id: str) -> None:
+    """Make `copy` again from `source`, its agent.id `agent_id` (the placeholder when the
+    agent is not registered yet). The old copy is removed without following any link."""
+    if copy.is_symlink() or copy.is_file():
+        copy.unlink()
+    elif copy.exists():
+        shutil.rmtree(copy)
+    copy.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    shutil.copytree(source, copy, symlinks=True, ignore=shutil.ignore_patterns(*SKIPPED))
+    if agent_id:
+        write_agent_id(copy, agent_id)
+    elif has_real_id(read_agent_id(copy)):
+        from launcher.constants import PLACEHOLDER_AGENT_ID
+
+        write_agent_id(copy, PLACEHOLDER_AGENT_ID)
+
+
+def apply(want: Wanted, target: Target, *, base: str, log: Log) -> Applied:
+    """Make the agent's sandbox as `want` says, on `base`; proved connected."""
+    began = time.monotonic()
+    run_dir = target.run_dir
+    removed = commands.remove_sandbox(want.name, run_dir=run_dir, api_key=target.api_key)
+    if removed:
+        log(f"old sandbox removed ({removed} part(s))")
+    copy = copy_dir(run_dir, want.name)
+    source = source_digest(want.workspace)
+    fresh_copy(want.workspace, copy, recorded_agent_id(run_dir, want.name, target.rest_url))
+    runs = ""
+    if want.runtime in IMAGE_RUNTIMES:
+        from bandkit.image import agent
+
+        made = agent.build(copy, base=base, progress=log)
+        log(f"agent image {made.line()}")
+        runs = made.tag
+    request = ProvisionRequest(
+        name=want.name,
+        description=want.description,
+        workspace=copy,
+        rest_url=target.rest_url,
+        ws_url=target.ws_url,
+        image=runs or None,
+        platform=dict(target.platform),
+        limits=want.limits,
+    )
+    result = commands.run(
+        request, runtime=want.runtime, run_dir=run_dir, api_key=target.api_key, log=log
+    )
+    return Applied(result.agent_id, runs, source, time.monotonic() - began)
+
+
+def remove(name: str, target: Target) -> list[str]:
+    """Unprovision `name` and delete its copy; the failures (none: it is gone)."""
+    failed: list[str] = []
+    if commands.manifest_path(target.run_dir, name).exists():
+        report = commands.unprovision(name, run_dir=target.run_dir, api_key=target.api_key)
+        failed = [line for line in report.lines() if line.startswith("FAILED")]
+    if not failed:
+        copy = copy_dir(target.run_dir, name)
+        if copy.is_symlink():
+            copy.unlink()
+        elif copy.exists():
+            shutil.rmtree(copy)
+    return failed
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _members(state: Manifest) -> dict[str, Resource]:
+    return {r.key: r for r in state.resources if r.kind is Kind.MEMBER}
+
+
+def _status(details: Mapping[str, str], name: str, run_dir: Path) -> SandboxStatus:
+    if not commands.manifest_path(run_dir, name).exists():
+        return SandboxStatus.ABSENT
+    try:
+        rt = get_runtime(details.get("runtime", ""), run_dir=run_dir / "runtimes")
+        return rt.status(name)
+    except BandkitError:
+        return SandboxStatus.ABSENT
+
+
+def _as_status(value: object) -> SandboxStatus:
+    return value if isinstance(value, SandboxStatus) else SandboxStatus.ABSENT
+
+
+def _in_parallel(
+    items: Iterable[str], work: Callable[[str], object], parallel: int
+) -> Iterable[tuple[str, object]]:
+    """(item, result or the BandkitError it raised), as each one ends."""
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        futures = {pool.submit(work, item): item for item in items}
+        for future in as_completed(futures):
+            try:
+                yield futures[future], future.result()
+            except (BandkitError, OSError) as exc:
+                yield futures[future], exc
+
+
+_PRINTING = threading.Lock()
+
+
+def _agent_log(name: str) -> Log:
+    """Progress of one agent's work, on stderr, each line whole and named."""
+
+    def log(line: str) -> None:
+        lines = line.removeprefix("provision: ").removeprefix(f"{name}: ").splitlines()
+        with _PRINTING:
+            sys.stderr.write("".join(f"fleet: {name}: {part}\n" for part in lines))
+            sys.stderr.flush()
+
+    return log
+
+
+@dataclass
+class Outcome:
+    done: list[str] = dataclasses.field(default_factory=list)
+    failed: list[str] = dataclasses.field(default_factory=list)
+
+    def raise_failed(self, rerun: str) -> None:
+        if self.failed:
+            raise FleetError(
+                f"{len(self.failed)} agent(s) failed:\n  "
+                + "\n  ".join(self.failed)
+                + f"\nfix what each says and re-run `{rerun}`"
+            )
+
+
+def up(
+    fleet: Fleet,
+    target: Target,
+    *,
+    runtime: str,
+    prune: bool = False,
+    dry_run: bool = False,
+    parallel: int = 4,
+    out: Log = print,
+) -> Outcome:
+    """Plan, print the plan, act (unless `dry_run`); every agent's failure is reported."""
+    file = fleet.path.resolve()
+    want = wanted(fleet, runtime)
+    run_dir = target.run_dir
+    with Manifest.open(state_path(run_dir), secrets=[target.api_key]) as state:
+        members = _members(state)
+        other = {m.details.get("file") for m in members.values()} - {str(file)}
+        if other:
+            raise FleetError(
+                f"{run_dir} holds the fleet of {sorted(str(o) for o in other)[0]}; run "
+                "`uv run invoke fleet.down` first, or give another --run-dir"
+            )
+        outsiders = [
+            w.name
+            for w in want
+            if w.name not in members and commands.manifest_path(run_dir, w.name).exists()
+        ]
+        if outsiders:
+            raise FleetError(
+                f"{', '.join(outsiders)}: provisioned in {run_dir} outside the fleet "
+                "(kit.provision); `uv run invoke kit.unprovision --name NAME` it first, or "
+                "rename the agent in the file"
+            )
+        statuses = dict(
+            _in_parallel(members, lambda n: _status(members[n].details, n, run_dir), parallel)
+        )
+        have = {
+            name: Have(m.details, _as_status(statuses.get(name))) for name, m in members.items()
+        }
+        steps = plan(want, have, prune=prune)
+        acting = [s for s in steps if s.action in ACTING]
+        out(f"fleet.up: plan for {file.name} on {want[0].runtime if want else runtime}:")
+        for step in steps:
+            out(step.line())
+        outcome = Outcome()
+        if dry_run:
+            out("fleet.up: --dry-run: nothing changed")
+            return outcome
+        if not acting:
+            out(f"fleet.up: nothing to do: {len(want)} agent(s) as the file says")
+            return outcome
+        by_name = {s.name: s for s in acting}
+        for step in acting:
+            if step.want is not None:
+                state.record(Kind.MEMBER, step.name, **step.want.details(file), done="")
+
+        def work(name: str) -> object:
+            step = by_name[name]
+            if step.action is Action.REMOVE or step.action is Action.REPLACE:
+                failed = remove(name, target)
+                if failed or step.action is Action.REMOVE:
+                    return failed
+            assert step.want is not None
+            return apply(step.want, target, base=step.want.image, log=_agent_log(name))
+
+        began = time.monotonic()
+        for name, result in _in_parallel(by_name, work, parallel):
+            member = state.find(Kind.MEMBER, name)
+            if isinstance(result, Exception):
+                outcome.failed.append(f"{name}: {result}")
+            elif isinstance(result, list):
+                if result:
+                    outcome.failed.append(f"{name}: " + "; ".join(result))
+                elif member is not None:
+                    state.forget(member)
+                    outcome.done.append(name)
+                    out(f"fleet.up: {name}: removed")
+            elif isinstance(result, Applied) and member is not None:
+                state.update(
+                    member,
+                    done="yes",
+                    agent_id=result.agent_id,
+                    runs=result.runs,
+                    source=result.source,
+                    seen=_now(),
+                )
+                outcome.done.append(name)
+                out(
+                    f"fleet.up: {name}: {by_name[name].action.value}d, connected "
+                    f"({result.seconds:.1f}s)"
+                )
+        out(
+            f"fleet.up: {len(outcome.done)} of {len(acting)} change(s) made in "
+            f"{time.monotonic() - began:.1f}s"
+        )
+    _tidy(run_dir)
+    outcome.raise_failed("uv run invoke fleet.up")
+    return outcome
+
+
+def _tidy(run_dir: Path) -> None:
+    """Remove the fleet's directories once nothing is left in them."""
+    for path in (run_dir / "fleet" / "workspaces", run_dir / "fleet"):
+        try:
+            path.rmdir()
+        except OSError:
+            return
+
+
+def down(target: Target, *, parallel: int = 4, out: Log = print) -> Outcome:
+    """Remove every member (its agent, sandbox, key, rooms, copy) and forget it."""
+    outcome = Outcome()
+    path = state_path(target.run_dir)
+    if not path.exists():
+        out(f"fleet.down: no fleet in {target.run_dir}; nothing to remove")
+        return outcome
+    with Manifest.open(path, secrets=[target.api_key]) as state:
+        members = _members(state)
+        for name, result in _in_parallel(members, lambda n: remove(n, target), parallel):
+            if isinstance(result, list) and not result:
+                state.forget(members[name])
+                outcome.done.append(name)
+                out(f"fleet.down: {name}: removed")
+            else:
+                why = "; ".join(result) if isinstance(result, list) else str(result)
+                outcome.failed.append(f"{name}: {why}")
+    _tidy(target.run_dir)
+    outcome.raise_failed("uv run invoke fleet.down")
+    out(f"fleet.down: {len(outcome.done)} agent(s) removed; agent images stay as build cache")
+    return outcome
+
+
+def rollout(
+    target: Target,
+    image: str,
+    *,
+    parallel: int = 2,
+    out: Log = print,
+    apply_one: Callable[[Wanted, str, Log], Applied] | None = None,
+) -> Outcome:
+    """Move every member onto `image`, `parallel` at a time; a batch is connected again
+    before the next starts. A failed batch is put back on the image it ran, then this
+    stops (FleetError): the batches before it stay on `image`."""
+    make = apply_one or (lambda w, base, log: apply(w, target, base=base, log=log))
+    outcome = Outcome()
+    path = state_path(target.run_dir)
+    if not path.exists():
+        raise FleetError(f"no fleet in {target.run_dir}; run `uv run invoke fleet.up` first")
+    with Manifest.open(path, secrets=[target.api_key]) as state:
+        members = [m for m in _members(state).values() if m.details.get("done") == "yes"]
+        local = [m.key for m in members if m.details.get("runtime") == RuntimeName.LOCAL.value]
+        if local:
+            raise FleetError(
+                f"{', '.join(local)} run on the local runtime, which runs no image; "
+                "fleet.rollout is for docker and swarm fleets"
+            )
+        if apply_one is None and not image_exists(image):
+            raise FleetError(f"image {image} is not on this machine; build or load it first")
+        size = max(1, parallel)
+        batches = [members[i : i + size] for i in range(0, len(members), size)]
+        for number, batch in enumerate(batches, 1):
+            names = [m.key for m in batch]
+            out(f"fleet.rollout: batch {number}/{len(batches)}: {', '.join(names)} -> {image}")
+            began = time.monotonic()
+            by_name = {m.key: m for m in batch}
+            results = dict(
+                _in_parallel(names, functools.partial(_move, make, by_name, image), size)
+            )
+            failed = {n: r for n, r in results.items() if not isinstance(r, Applied)}
+            if failed:
+                _roll_back(state, batch, make, size, out)
+                outcome.failed += [f"{n}: {r}" for n, r in sorted(failed.items())]
+                raise FleetError(
+                    f"batch {number} failed, put back on the image it ran:\n  "
+                    + "\n  ".join(outcome.failed)
+                    + f"\nthe {len(outcome.done)} agent(s) of the batches before it run {image}"
+                )
+            for name, result in results.items():
+                assert isinstance(result, Applied)
+                state.update(
+                    by_name[name],
+                    image=image,
+                    runs=result.runs,
+                    agent_id=result.agent_id,
+                    seen=_now(),
+                )
+                outcome.done.append(name)
+            out(
+                f"fleet.rollout: batch {number}/{len(batches)} connected again in "
+                f"{time.monotonic() - began:.1f}s"
+            )
+    out(f"fleet.rollout: {len(outcome.done)} agent(s) on {image}")
+    return outcome
+
+
+def _move(
+    make: Callable[[Wanted, str, Log], Applied],
+    members: Mapping[str, Resource],
+    image: str,
+    name: str,
+) -> Applied:
+    """Apply member `name` on `image` ("" = the image its member record names)."""
+    member = members[name]
+    return make(Wanted.of(member), image or member.details["image"], _agent_log(name))
+
+
+def _roll_back(
+    state: Manifest,
+    batch: Sequence[Resource],
+    make: Callable[[Wanted, str, Log], Applied],
+    size: int,
+    out: Log,
+) -> None:
+    """Put each agent of `batch` back on the image it ran before (its member's `image`)."""
+    by_name = {m.key: m for m in batch}
+    for name, result in _in_parallel(by_name, functools.partial(_move, make, by_name, ""), size):
+        if isinstance(result, Applied):
+            state.update(by_name[name], runs=result.runs, seen=_now())
+            out(f"fleet.rollout: {name}: back on {by_name[name].details['image']}")
+        else:
+            state.update(by_name[name], done="")  # the next fleet.up makes it again
+            out(f"fleet.rollout: {name}: could not be put back ({result}); run fleet.up")
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    runtime: str
+    node: str
+    state: str
+    connected: str  # yes, no, or ? (the platform did not answer)
+    seen: str
+    image: str
+
+    HEADER = ("NAME", "RUNTIME", "NODE", "STATE", "CONNECTED", "LAST SEEN", "IMAGE")
+
+    def cells(self) -> tuple[str, ...]:
+        return (
+            self.name,
+            self.runtime,
+            self.node,
+            self.state,
+            self.connected,
+            self.seen,
+            self.image,
+        )
+
+
+def status(run_dir: Path, target: Target | None, *, parallel: int = 8) -> list[Row]:
+    """One row per member, read without taking the fleet's lock (changes nothing)."""
+    path = state_path(run_dir)
+    members = {r.key: r for r in Manifest.read(path) if r.kind is Kind.MEMBER}
+
+    def row(name: str) -> Row:
+        d = members[name].details
+        state = _status(d, name, run_dir)
+        node = "-"
+        if state is not SandboxStatus.ABSENT:
+            try:
+                node = get_runtime(d["runtime"], run_dir=run_dir / "runtimes").where(name)
+            except BandkitError:
+                node = "?"
+        connected = _connected(name, d.get("agent_id", ""), target) if target else "?"
+        seen = "now" if connected == "yes" else d.get("seen", "") or "never"
+        image = "-"
+        if d.get("runs"):
+            try:
+                image = image_id(d["runs"]).removeprefix("sha256:")[:12]
+            except BandkitError:
+                image = "missing"
+        return Row(name, d.get("runtime", "?"), node, state.value, connected, seen, image)
+
+    rows = {n: r for n, r in _in_parallel(members, row, parallel) if isinstance(r, Row)}
+    return [rows[n] for n in members if n in rows]
+
+
+def _connected(name: str, agent_id: str, target: Target) -> str:
+    path = commands.manifest_path(target.run_dir, name)
+    if not agent_id or not path.exists():
+        return "no"
+    room = next(
+        (
+            r.details.get("id", "")
+            for r in Manifest.read(path)
+            if r.kind is Kind.ROOM
+            and r.key == room_key(target.rest_url, agent_check.home_title(name))
+        ),
+        "",
+    )
+    if not room:
+        return "no"
+    try:
+        online = agent_check.is_online(
+            api_key=target.api_key, rest_url=target.rest_url, room_id=room, agent_id=agent_id
+        )
+    except Exception:  # the platform did not answer: unknown, not "no"
+        return "?"
+    return "yes" if online else "no"
