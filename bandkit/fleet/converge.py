@@ -281,6 +281,15 @@ def recorded_agent_id(run_dir: Path, name: str, rest_url: str) -> str:
     return ""
 
 
+def _key_lost(run_dir: Path, name: str) -> bool:
+    """Whether the provision manifest of `name` records an agent but no stored key."""
+    path = commands.manifest_path(run_dir, name)
+    if not path.exists():
+        return False
+    kinds = {r.kind for r in Manifest.read(path)}
+    return Kind.AGENT in kinds and Kind.SECRET not in kinds
+
+
 def fresh_copy(source: Path, copy: Path, agent_id: str) -> None:
     """Make `copy` again from `source`, its agent.id `agent_id` (the placeholder when the
     agent is not registered yet). The old copy is removed without following any link."""
@@ -302,6 +311,14 @@ def apply(want: Wanted, target: Target, *, base: str, log: Log) -> Applied:
     """Make the agent's sandbox as `want` says, on `base`; proved connected."""
     began = time.monotonic()
     run_dir = target.run_dir
+    if _key_lost(run_dir, want.name):
+        log(
+            "an earlier run registered the agent and stopped before storing its key, which "
+            "cannot be fetched again: removing that agent, then registering it anew"
+        )
+        failed = remove(want.name, target)
+        if failed:
+            raise FleetError("; ".join(failed))
     removed = commands.remove_sandbox(want.name, run_dir=run_dir, api_key=target.api_key)
     if removed:
         log(f"old sandbox removed ({removed} part(s))")
