@@ -15,11 +15,12 @@ contract between runs:
 
 Each agent is provisioned as `kit.provision` does it (`commands.run`), with its own
 provision manifest, so `kit.ping` and `kit.unprovision` work on fleet agents too. Every
-change of an agent's sandbox goes the same way (`apply`): its old sandbox is removed
-(agent, key and rooms kept), its copy is made again from the source (the sandbox wrote
-in the old one: nothing host-side reads it), its agent image is built (docker, swarm),
-and the sandbox is created and proved connected. A crash at any point leaves `done` empty
-and the next `fleet.up` applies that agent again.
+change of an agent's sandbox goes the same way (`apply`): its agent image is built from
+the source workspace for the copy's path and staged on the runtime (docker, swarm) while
+the old sandbox still runs; then the old sandbox is removed (agent, key and rooms kept),
+its copy is made again from the source (the sandbox wrote in the old one: nothing
+host-side reads it), and the sandbox is created and proved connected. A crash at any
+point leaves `done` empty and the next `fleet.up` applies that agent again.
 """
 
 from __future__ import annotations
@@ -319,19 +320,20 @@ def apply(want: Wanted, target: Target, *, base: str, log: Log) -> Applied:
         failed = remove(want.name, target)
         if failed:
             raise FleetError("; ".join(failed))
+    copy = copy_dir(run_dir, want.name)
+    source = source_digest(want.workspace)
+    runs = ""
+    if want.runtime in IMAGE_RUNTIMES:  # made before the old sandbox goes: it stays up
+        from bandkit.image import agent
+
+        made = agent.build(want.workspace, base=base, progress=log, at=copy)
+        log(f"agent image {made.line()}")
+        runs = made.tag
+        get_runtime(want.runtime, run_dir=run_dir / "runtimes").stage_image(runs)
     removed = commands.remove_sandbox(want.name, run_dir=run_dir, api_key=target.api_key)
     if removed:
         log(f"old sandbox removed ({removed} part(s))")
-    copy = copy_dir(run_dir, want.name)
-    source = source_digest(want.workspace)
     fresh_copy(want.workspace, copy, recorded_agent_id(run_dir, want.name, target.rest_url))
-    runs = ""
-    if want.runtime in IMAGE_RUNTIMES:
-        from bandkit.image import agent
-
-        made = agent.build(copy, base=base, progress=log)
-        log(f"agent image {made.line()}")
-        runs = made.tag
     request = ProvisionRequest(
         name=want.name,
         description=want.description,

@@ -207,6 +207,11 @@ class Runtime(ABC):
     def removers(self) -> dict[Kind, Remover]:
         """Removers for the kinds this runtime records (used by `manifest.teardown`)."""
 
+    def stage_image(self, image: str) -> None:
+        """Make `image` ready where this runtime starts sandboxes, ahead of `create` (so a
+        sandbox replaced by one of it is down only while it restarts). One host: nothing."""
+        return
+
     def where(self, name: str) -> str:
         """Which machine runs sandbox `name`: this host, unless a cluster says otherwise."""
         return "this host"

@@ -7,22 +7,18 @@ no platform agent, container, network, stored key, record, workspace copy or pro
 
 from __future__ import annotations
 
-import secrets
 import subprocess
-import threading
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from bandkit.emulator import service
 from bandkit.image import bases
 from bandkit.image.facts import host_arch
-from bandkit.kit.agent_check import home_title
-from bandkit.manifest import Kind, Manifest
 from tests.demo.leftovers import process_leftovers
 from tests.support import images
+from tests.support.fleet import Platform, rollout_with_markers
 from tests.support.readme import clean_env, platform_listing, readme_block, run
 from tests.support.wait import wait_for
 
@@ -54,86 +50,6 @@ def _networks() -> list[str]:
     return [n for n in out.split() if any(n.startswith(f"bandkit-{a}-") for a in AGENTS)]
 
 
-class Platform:
-    """The clone's local platform, as a user of its human API."""
-
-    def __init__(self, clone: Path) -> None:
-        record = service.running(clone / ".run")
-        assert record is not None
-        self.url, self.key = record.rest_url, service.read_user_key(record)
-        self.run_dir = clone / ".run"
-
-    def _ids(self, name: str) -> tuple[str, str]:
-        path = self.run_dir / "provision" / name / "manifest.json"
-        resources = Manifest.read(path)
-        room = next(
-            r.details["id"]
-            for r in resources
-            if r.kind is Kind.ROOM and r.details.get("title") == home_title(name)
-        )
-        agent = next(r.details["id"] for r in resources if r.kind is Kind.AGENT)
-        return room, agent
-
-    def mention(self, name: str, text: str) -> None:
-        room, agent = self._ids(name)
-        message = {"content": f"@{name} {text}", "mentions": [{"id": agent, "name": name}]}
-        sent = httpx.post(
-            f"{self.url}/api/v1/me/chats/{room}/messages",
-            headers={"x-api-key": self.key},
-            json={"message": message},
-            timeout=10,
-        )
-        sent.raise_for_status()
-
-    def answered(self, name: str, text: str) -> bool:
-        room, agent = self._ids(name)
-        listed = httpx.get(
-            f"{self.url}/api/v1/me/chats/{room}/messages",
-            headers={"x-api-key": self.key},
-            timeout=10,
-        )
-        listed.raise_for_status()
-        return any(
-            m.get("sender_id") == agent and text in str(m.get("content"))
-            for m in listed.json()["data"]
-        )
-
-
-def _rollout_with_markers(clone: Path, line: str, platform: Platform) -> dict[str, str]:
-    """Run the rollout; as each agent's old sandbox is removed, mention it with a marker."""
-    markers: dict[str, str] = {}
-    proc = subprocess.Popen(
-        ["bash", "-c", line],
-        cwd=clone,
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    assert proc.stdout is not None
-    seen: list[str] = []
-
-    def watch() -> None:
-        assert proc.stderr is not None
-        for text in proc.stderr:
-            seen.append(text)
-            for name in AGENTS:
-                if text.startswith(f"fleet: {name}: old sandbox removed"):
-                    markers[name] = f"marker:{secrets.token_hex(4)}"
-                    platform.mention(name, markers[name])
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    stdout = proc.stdout.read()
-    assert proc.wait(timeout=300) == 0, stdout + "".join(seen)
-    watcher.join(timeout=30)
-    assert "fleet.rollout: batch 1/2: echo-1, echo-2 -> band-python-kit:local" in stdout
-    assert "fleet.rollout: 3 agent(s) on band-python-kit:local" in stdout, stdout
-    assert sorted(markers) == list(AGENTS), "".join(seen)
-    return markers
-
-
 def test_the_readme_fleet_walkthrough_as_written(clone: Path) -> None:
     block = readme_block("Fleets: many agents from one file")
     assert block == [
@@ -162,7 +78,9 @@ def test_the_readme_fleet_walkthrough_as_written(clone: Path) -> None:
 
         before = _containers()
         platform = Platform(clone)
-        markers = _rollout_with_markers(clone, rollout, platform)
+        markers, stdout = rollout_with_markers(clone, rollout, platform, AGENTS)
+        assert "fleet.rollout: batch 1/2: echo-1, echo-2 -> band-python-kit:local" in stdout
+        assert "fleet.rollout: 3 agent(s) on band-python-kit:local" in stdout, stdout
         after = _containers()
         assert sorted(after) == list(AGENTS)
         assert all(after[n] != before[n] for n in AGENTS), (before, after)  # each replaced

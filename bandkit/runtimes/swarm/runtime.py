@@ -453,6 +453,11 @@ class SwarmRuntime(Runtime):
                 rows.append((fields[0], fields[1], fields[2]))
         return rows
 
+    def stage_image(self, image: str) -> None:
+        """Load `image` into the local cluster's nodes that lack it; on another swarm,
+        check that its manager has it."""
+        self._image(image)
+
     def where(self, name: str) -> str:
         """The node the agent's task is on (`-` when it has none)."""
         nodes = [node for _id, node, _state in self._tasks(validate_name(name))]

@@ -1,0 +1,99 @@
+"""A fleet's agents as a platform user sees them (the README fleet tests): a marker sent
+to each agent while a rollout replaces its sandbox, and whether it was answered."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import threading
+from pathlib import Path
+
+import httpx
+
+from bandkit.emulator import service
+from bandkit.kit.agent_check import home_title
+from bandkit.manifest import Kind, Manifest
+from tests.support.readme import clean_env
+
+
+class Platform:
+    """The clone's local platform, as a user of its human API."""
+
+    def __init__(self, clone: Path) -> None:
+        record = service.running(clone / ".run")
+        assert record is not None
+        self.url, self.key = record.rest_url, service.read_user_key(record)
+        self.run_dir = clone / ".run"
+
+    def _ids(self, name: str) -> tuple[str, str]:
+        path = self.run_dir / "provision" / name / "manifest.json"
+        resources = Manifest.read(path)
+        room = next(
+            r.details["id"]
+            for r in resources
+            if r.kind is Kind.ROOM and r.details.get("title") == home_title(name)
+        )
+        agent = next(r.details["id"] for r in resources if r.kind is Kind.AGENT)
+        return room, agent
+
+    def mention(self, name: str, text: str) -> None:
+        room, agent = self._ids(name)
+        message = {"content": f"@{name} {text}", "mentions": [{"id": agent, "name": name}]}
+        sent = httpx.post(
+            f"{self.url}/api/v1/me/chats/{room}/messages",
+            headers={"x-api-key": self.key},
+            json={"message": message},
+            timeout=10,
+        )
+        sent.raise_for_status()
+
+    def answered(self, name: str, text: str) -> bool:
+        room, agent = self._ids(name)
+        listed = httpx.get(
+            f"{self.url}/api/v1/me/chats/{room}/messages",
+            headers={"x-api-key": self.key},
+            timeout=10,
+        )
+        listed.raise_for_status()
+        return any(
+            m.get("sender_id") == agent and text in str(m.get("content"))
+            for m in listed.json()["data"]
+        )
+
+
+def rollout_with_markers(
+    clone: Path, line: str, platform: Platform, agents: tuple[str, ...]
+) -> tuple[dict[str, str], str]:
+    """Run the rollout `line`; as each agent's old sandbox is removed, mention it with a
+    marker. The markers sent, by agent, and the rollout's stdout."""
+    markers: dict[str, str] = {}
+    proc = subprocess.Popen(
+        ["bash", "-c", line],
+        cwd=clone,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    assert proc.stdout is not None
+    seen: list[str] = []
+
+    def watch() -> None:
+        assert proc.stderr is not None
+        for text in proc.stderr:
+            seen.append(text)
+            for name in agents:
+                if text.startswith(f"fleet: {name}: old sandbox removed"):
+                    markers[name] = f"marker:{secrets.token_hex(4)}"
+                    platform.mention(name, markers[name])
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    stdout = proc.stdout.read()
+    assert proc.wait(timeout=300) == 0, stdout + "".join(seen)
+    watcher.join(timeout=30)
+    assert "fleet.rollout: batch 1/2: echo-1, echo-2 -> band-python-kit:local" in stdout
+    assert "fleet.rollout: 3 agent(s) on band-python-kit:local" in stdout, stdout
+    assert sorted(markers) == sorted(agents), "".join(seen)
+    return markers, stdout
