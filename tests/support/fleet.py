@@ -93,7 +93,5 @@ def rollout_with_markers(
     stdout = proc.stdout.read()
     assert proc.wait(timeout=300) == 0, stdout + "".join(seen)
     watcher.join(timeout=30)
-    assert "fleet.rollout: batch 1/2: echo-1, echo-2 -> band-python-kit:local" in stdout
-    assert "fleet.rollout: 3 agent(s) on band-python-kit:local" in stdout, stdout
     assert sorted(markers) == sorted(agents), "".join(seen)
     return markers, stdout
