@@ -4,11 +4,12 @@ one import path per name (no facade modules), runtimes composed rather than mixe
 Floors, lowest first (a module imports only from its own floor or below):
 0 `bandkit.errors`, `bandkit.fsio`, `bandkit.terminal`, `bandkit.daemons`, `bandkit.tools`,
 `bandkit.processes`, and `launcher` (which ships alone: no bandkit); 1 `bandkit.manifest`,
-`bandkit.dockercli`, `bandkit.ci`, `bandkit.emulator`;
-2 `bandkit.image`, `bandkit.proxies`, `bandkit.runtimes`; 3 `bandkit.kit`; 4 `bandkit.release`,
-`bandkit.demo`, `bandkit.smoke`-like orchestration, `smoke`, `examples`; 5 `bandkit.bench`
-and `tasks`, which nothing imports. Every import counts, including deferred ones and those
-under TYPE_CHECKING. Under tests/, no module imports from a `test_*.py` module.
+`bandkit.dockercli`, `bandkit.ci`, `bandkit.emulator`; 2 `bandkit.doctor`, `bandkit.image`,
+`bandkit.cluster`, `bandkit.proxies`, `bandkit.runtimes`; 3 `bandkit.kit`; 4
+`bandkit.release`, `bandkit.demo`, `bandkit.fleet`, `bandkit.llm`, `smoke`, `examples`;
+5 `bandkit.bench` and `tasks`, which nothing imports. Every import counts, including
+deferred ones and those under TYPE_CHECKING. Under tests/, no module imports from a
+`test_*.py` module.
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ FLOORS: tuple[tuple[str, int], ...] = (
     ("bandkit.doctor_next", 2),
     ("bandkit.image", 2),
     ("bandkit.cluster", 2),
-    ("bandkit.fleet", 2),
     ("bandkit.proxies", 2),
     ("bandkit.runtimes", 2),
     ("bandkit.kit", 3),
     ("bandkit.release", 4),
     ("bandkit.demo", 4),
+    ("bandkit.fleet", 4),
     ("bandkit.llm", 4),
     ("smoke", 4),
     ("examples", 4),

@@ -6,6 +6,8 @@
   agent, its key's Secret, its NetworkPolicy, the credential proxy as a native sidecar).
   `schemas/sandbox-v1beta1.schema.json` is the JSON Schema its Sandbox objects are checked
   against offline (written from the agent-sandbox API reference).
+- `converge` (imported by name: it reaches the kit): `up`, `status`, `rollout`, `down`,
+  the converge loop over a run directory's fleet manifest.
 """
 
 from pathlib import Path

@@ -112,10 +112,21 @@ class Session:
                         return False
                     self.buf += chunk
         except TimeoutError:
+            self.buf += await self._handed_over_late()
             if self.buf:
                 self.writer.write(HEAD_TIMEOUT)
             return False
         return True
+
+    async def _handed_over_late(self) -> bytes:
+        """Bytes the reader holds that the timed-out read never got: a loop that stalled
+        past the deadline wakes with the data and the deadline at once, and the deadline
+        wins. Read without waiting (a buffered read returns before the timeout can fire)."""
+        try:
+            async with asyncio.timeout(0):
+                return await self.reader.read(BUFFER)
+        except (TimeoutError, OSError):
+            return b""
 
     async def client_data(self, server: h11.Connection) -> None:
         chunk = await self.reader.read(BUFFER)
