@@ -16,11 +16,13 @@ contract between runs:
 Each agent is provisioned as `kit.provision` does it (`commands.run`), with its own
 provision manifest, so `kit.ping` and `kit.unprovision` work on fleet agents too. Every
 change of an agent's sandbox goes the same way (`apply`): its agent image is built from
-the source workspace for the copy's path and staged on the runtime (docker, swarm) while
-the old sandbox still runs; then the old sandbox is removed (agent, key and rooms kept),
-its copy is made again from the source (the sandbox wrote in the old one: nothing
-host-side reads it), and the sandbox is created and proved connected. A crash at any
-point leaves `done` empty and the next `fleet.up` applies that agent again.
+the source workspace and staged on the runtime (docker, swarm) while the old sandbox still
+runs (one image per source: every agent's copy is mounted at the source's path inside
+its sandbox, the path the image was synced for); then the old sandbox is removed (agent,
+key and rooms kept), its copy is made again from the source (the sandbox wrote in the
+old one: nothing host-side reads it), and the sandbox is created and proved connected.
+A crash at any point leaves `done` empty and the next `fleet.up` applies that agent
+again.
 """
 
 from __future__ import annotations
@@ -324,12 +326,7 @@ def apply(want: Wanted, target: Target, *, base: str, log: Log) -> Applied:
     source = source_digest(want.workspace)
     runs = ""
     if want.runtime in IMAGE_RUNTIMES:  # made before the old sandbox goes: it stays up
-        from bandkit.image import agent
-
-        made = agent.build(want.workspace, base=base, progress=log, at=copy)
-        log(f"agent image {made.line()}")
-        runs = made.tag
-        get_runtime(want.runtime, run_dir=run_dir / "runtimes").stage_image(runs)
+        runs = _agent_image(want, run_dir, base, log)
     removed = commands.remove_sandbox(want.name, run_dir=run_dir, api_key=target.api_key)
     if removed:
         log(f"old sandbox removed ({removed} part(s))")
@@ -343,11 +340,33 @@ def apply(want: Wanted, target: Target, *, base: str, log: Log) -> Applied:
         image=runs or None,
         platform=dict(target.platform),
         limits=want.limits,
+        mount_at=want.workspace.resolve() if runs else None,
     )
     result = commands.run(
         request, runtime=want.runtime, run_dir=run_dir, api_key=target.api_key, log=log
     )
     return Applied(result.agent_id, runs, source, time.monotonic() - began)
+
+
+_IMAGES: dict[tuple[str, str, str], threading.Lock] = {}
+_IMAGES_LOCK = threading.Lock()
+
+
+def _agent_image(want: Wanted, run_dir: Path, base: str, log: Log) -> str:
+    """The agent image of `want`'s source on `base`, built when missing and staged on its
+    runtime (swarm: loaded into the nodes). One image per source and base: each agent's
+    copy is mounted at the source's path, which the image was synced for. Agents of one
+    source changed at once build and stage it once."""
+    from bandkit.image import agent
+
+    key = (str(want.workspace.resolve()), base, want.runtime)
+    with _IMAGES_LOCK:
+        lock = _IMAGES.setdefault(key, threading.Lock())
+    with lock:
+        made = agent.build(want.workspace, base=base, progress=log)
+        log(f"agent image {made.line()}")
+        get_runtime(want.runtime, run_dir=run_dir / "runtimes").stage_image(made.tag)
+    return made.tag
 
 
 def remove(name: str, target: Target) -> list[str]:

@@ -67,14 +67,11 @@ def _workspace(raw: Path) -> Path:
     return workspace
 
 
-def tag_for(workspace: Path, base_id: str, at: Path | None = None) -> str:
-    """The tag of `workspace`'s agent image on base `base_id`, for sandboxes that mount
-    it at `at` (default: where it is)."""
-    at = at or workspace
-    digest = hashlib.sha256(f"{base_id}\n{at}\n".encode())
+def tag_for(workspace: Path, base_id: str) -> str:
+    digest = hashlib.sha256(f"{base_id}\n{workspace}\n".encode())
     for name in FILES:
         digest.update(hashlib.sha256((workspace / name).read_bytes()).digest())
-    name = re.sub(r"[^a-z0-9]+", "-", at.name.lower()).strip("-") or "agent"
+    name = re.sub(r"[^a-z0-9]+", "-", workspace.name.lower()).strip("-") or "agent"
     return f"band-agent-{name[:40]}:{digest.hexdigest()[:20]}"
 
 
@@ -84,15 +81,11 @@ def _config(ref: str) -> tuple[list[str] | None, list[str] | None]:
     return config.get("Entrypoint"), config.get("Cmd")
 
 
-def sync_argv(
-    workspace: Path, bundle: Path | None, at: Path | None = None
-) -> tuple[list[str], list[str]]:
+def sync_argv(workspace: Path, bundle: Path | None) -> tuple[list[str], list[str]]:
     """The `docker create`/`run` options, and the `env` variables before the command, that
-    run the sync phase for `workspace` mounted at `at` (default: its own path), uv trusting
-    `bundle` too, when given."""
-    at = at or workspace
-    options = ["--entrypoint", "/usr/bin/env", "--volume", f"{workspace}:{at}:ro"]
-    variables = [f"WORKSPACE_DIR={at}"]
+    run the sync phase for `workspace` (uv trusting `bundle` too, when given)."""
+    options = ["--entrypoint", "/usr/bin/env", "--volume", f"{workspace}:{workspace}:ro"]
+    variables = [f"WORKSPACE_DIR={workspace}"]
     if bundle is not None:
         options += ["--volume", f"{bundle}:{BUNDLE_IN_BUILD}:ro"]
         variables += [f"SSL_CERT_FILE={BUNDLE_IN_BUILD}", f"REQUESTS_CA_BUNDLE={BUNDLE_IN_BUILD}"]
@@ -110,27 +103,22 @@ def build(
     *,
     base: str = LOCAL_TAG,
     progress: Callable[[str], None] = print,
-    at: Path | None = None,
 ) -> AgentImage:
-    """The agent image of `workspace` on `base`: found, or built and proved. `at`: where
-    its sandboxes will mount a copy of it (default: where it is); the image is synced and
-    tagged for that path from this workspace's files, so it can be built before the copy
-    is made (a fleet's agents: their copies belong to their sandboxes)."""
+    """The agent image of `workspace` on `base`: found, or built and proved."""
     began = time.monotonic()
     workspace = _workspace(workspace)
-    at = Path(at).absolute() if at is not None else workspace
     if not image_exists(base):
         raise ImageError(f"image {base} is missing; run `{BUILD_COMMAND}`")
     entrypoint, command = _config(base)
     if not entrypoint:
         raise ImageError(f"{base} has no entrypoint: is it the kit image?")
-    tag = tag_for(workspace, image_id(base), at)
+    tag = tag_for(workspace, image_id(base))
     if image_exists(tag):
         return AgentImage(tag, False, time.monotonic() - began, image_size(tag))
-    progress(f"build-agent: syncing {at.name}'s locked dependencies into {tag} ...")
+    progress(f"build-agent: syncing {workspace.name}'s locked dependencies into {tag} ...")
     name = f"band-agent-build-{secrets.token_hex(6)}"
-    options, variables = sync_argv(workspace, host_bundle(), at)
-    create = ["create", "--name", name, "--label", f"{LABEL}={at}", *options, base]
+    options, variables = sync_argv(workspace, host_bundle())
+    create = ["create", "--name", name, "--label", f"{LABEL}={workspace}", *options, base]
     docker([*create, *variables, *entrypoint, *PREBUILD], 120)
     try:
         ran = docker(["start", "--attach", name], BUILD_TIMEOUT_S, check=False)
@@ -142,13 +130,13 @@ def build(
         docker(["commit", *changes, name, tag], 600)
     finally:
         docker(["rm", "--force", name], 60, check=False)
-    _prove(tag, workspace, at)
+    _prove(tag, workspace)
     return AgentImage(tag, True, time.monotonic() - began, image_size(tag))
 
 
-def _prove(tag: str, workspace: Path, at: Path) -> None:
+def _prove(tag: str, workspace: Path) -> None:
     """The sync phase in a fresh container of `tag`, with no network: it must skip uv."""
-    options, variables = sync_argv(workspace, None, at)
+    options, variables = sync_argv(workspace, None)
     entrypoint, _ = _config(tag)
     argv = ["run", "--rm", "--network", "none", *options, tag, *variables]
     ran = docker([*argv, *(entrypoint or []), *PREBUILD], PROOF_TIMEOUT_S, check=False)

@@ -119,6 +119,7 @@ class ProvisionRequest:
     # a local emulator's id, state file and run directory), beside its URL.
     platform: dict[str, str] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)  # a fleet file's resources, placement
+    mount_at: Path | None = None  # docker, swarm: the workspace's path inside the sandbox
 
     @property
     def display_name(self) -> str:
@@ -398,6 +399,7 @@ def _ensure_created(
                 env=env,
                 egress=egress,
                 limits=request.limits,
+                mount_at=request.mount_at,
             )
         )
     except SandboxError as exc:

@@ -110,10 +110,24 @@ class SandboxSpec:
     egress: tuple[str, ...] = ()  # host or host:port the sandbox must reach
     ca_cert_pem: str | None = None  # the platform's CA when it uses TLS (PROXY_CA_CERT_B64)
     limits: Limits = field(default_factory=Limits)
+    # docker, swarm: where the first workspace appears inside the sandbox (default: its
+    # own path). A fleet mounts each agent's copy at its source's path, so one agent
+    # image (synced for that path) serves every agent made from the source.
+    mount_at: Path | None = None
 
     @property
     def workspace(self) -> Path:
         return self.workspaces[0]
+
+    def mounts(self) -> list[tuple[Path, Path]]:
+        """(host path, path inside the sandbox) of each workspace."""
+        inside = [self.mount_at or self.workspace, *self.workspaces[1:]]
+        return list(zip(self.workspaces, inside, strict=True))
+
+    @property
+    def workspace_inside(self) -> Path:
+        """`WORKSPACE_DIR` inside the sandbox."""
+        return self.mount_at or self.workspace
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ and no traceback. Those that need no Docker run in the e2e lane with Docker swit
 run in the docker lane with the daemon. A part whose upstream comparison cannot run here
 says so in a line and still passes. (`newcomer`'s `build push` retags the user's
 `band-python-kit:local`, so only its local walk runs here; `smoke`'s docker variants
-restart the daemon, so quick mode runs the local one alone.)"""
+restart the daemon, so quick mode runs the local one alone; `demo`'s quick mode runs its
+docker part alone when Docker is there, its local part in the e2e lane.)"""
 
 from __future__ import annotations
 

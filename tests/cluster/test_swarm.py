@@ -244,6 +244,7 @@ def _a_fleet_on_the_cluster(clone: Path) -> None:
     ]
     assert len({r["node"] for r in rows}) >= 2, rows  # spread placement
     assert {r["node"] for r in rows} <= {"node1", "node2", "node3"}
+    assert len({r["image"] for r in rows}) == 1, rows  # one agent image for one source
     limits = _service("echo-3")["Spec"]["TaskTemplate"]["Resources"]["Limits"]  # type: ignore[index]
     assert (limits["NanoCPUs"], limits["MemoryBytes"]) == (500_000_000, 512 * 2**20)
 

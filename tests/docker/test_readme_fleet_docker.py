@@ -71,6 +71,7 @@ def test_the_readme_fleet_walkthrough_as_written(clone: Path) -> None:
         assert rows[0].split()[:4] == ["NAME", "RUNTIME", "NODE", "STATE"]
         for name, row in zip(AGENTS, rows[1:], strict=True):
             assert row.split()[:7] == [name, "docker", "this", "host", "running", "yes", "now"]
+        assert len({row.split()[-1] for row in rows[1:]}) == 1  # one agent image, one source
         began = time.monotonic()
         noop = run(again, clone)
         assert "fleet.up: nothing to do: 3 agent(s) as the file says" in noop.stdout

@@ -14,6 +14,7 @@ from bandkit.runtimes.base import (
     PROXY_MANAGED_PLACEHOLDER,
     RuntimeName,
     SandboxError,
+    SandboxSpec,
     Secret,
     run_tool,
 )
@@ -116,3 +117,16 @@ def test_generic_removers_for_workspaces_and_processes(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_spec_mounts_its_first_workspace_where_mount_at_says() -> None:
+    """A fleet's agents: each copy appears inside its sandbox at the source's path (what
+    their one agent image was synced for); the other workspaces stay where they are."""
+    copy, extra, source = Path("/run/fleet/ws/echo-1"), Path("/data"), Path("/src/echo")
+    plain = SandboxSpec(name="a", workspaces=(copy, extra))
+    assert plain.mounts() == [(copy, copy), (extra, extra)]
+    assert plain.workspace_inside == copy
+    moved = SandboxSpec(name="a", workspaces=(copy, extra), mount_at=source)
+    assert moved.mounts() == [(copy, source), (extra, extra)]
+    assert moved.workspace_inside == source
+    assert moved.workspace == copy  # host-side code keeps the host path

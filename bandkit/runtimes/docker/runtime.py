@@ -156,11 +156,11 @@ class DockerRuntime(Runtime):
         )
         gateway, subnet = network.address(self.engine, net)
 
-        env = {**spec.env, "WORKSPACE_DIR": str(spec.workspace)}
+        env = {**spec.env, "WORKSPACE_DIR": str(spec.workspace_inside)}
         env[GID_ENV] = str(gid)  # the entrypoint drops to it (identity)
         if spec.ca_cert_pem:
             env["PROXY_CA_CERT_B64"] = base64.b64encode(spec.ca_cert_pem.encode()).decode()
-        mounts = [(str(path), str(path), "") for path in spec.workspaces]
+        mounts = [(str(path), str(inside), "") for path, inside in spec.mounts()]
         bundle = credentials.trust_bundle(box, spec.ca_cert_pem)
         if bundle is not None:
             mounts.append((str(bundle), CONTAINER_BUNDLE, ":ro"))

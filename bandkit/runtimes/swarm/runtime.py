@@ -221,7 +221,7 @@ class SwarmRuntime(Runtime):
                 net,
                 what="network create",
             )
-        env = {**spec.env, "WORKSPACE_DIR": str(spec.workspace), GID_ENV: str(gid)}
+        env = {**spec.env, "WORKSPACE_DIR": str(spec.workspace_inside), GID_ENV: str(gid)}
         if spec.ca_cert_pem:
             env["PROXY_CA_CERT_B64"] = base64.b64encode(spec.ca_cert_pem.encode()).decode()
         keys = self.secrets.of(name)
@@ -387,8 +387,8 @@ class SwarmRuntime(Runtime):
         for constraint in limits.constraints:
             argv += ["--constraint", constraint]
         if self.local:  # the local cluster's nodes share this host's filesystem
-            for path in spec.workspaces:
-                argv += ["--mount", f"type=bind,source={path},target={path}"]
+            for path, inside in spec.mounts():
+                argv += ["--mount", f"type=bind,source={path},target={inside}"]
         argv += ["--entrypoint", entrypoint, *SERVICE_OPTIONS]
         self.record(Kind.SANDBOX, name, name=name, part="service", object=name, owner=owner)
         with env_file("docker", env) as env_path:
