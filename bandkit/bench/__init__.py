@@ -92,6 +92,12 @@ BENCHES: Final[dict[str, Bench]] = {
         "local 3-node swarm: up, down, 3 replicas, a rolling update, a drain (root)",
         ("cluster",),
     ),
+    "swarm": Bench(
+        "swarm",
+        "a fleet of 30 echo agents on the local 3-node swarm: fleet.up, echo p95, a drain, "
+        "a rollout with markers (root)",
+        ("cluster",),
+    ),
     "fleet": Bench(
         "fleet", "fleet.render --target kubernetes of 100 agents, and its kustomize build", ("e2e",)
     ),

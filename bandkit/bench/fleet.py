@@ -1,8 +1,9 @@
 """Fleet benchmark (`nox -s bench -- fleet`): `fleet.render --target kubernetes` of a
 fleet of 100 echo agents (load and validate the file, write the kustomize base), best of
 3, against the 2 s target; and `kubectl kustomize` of the result, when the kubectl wheel
-is installed (the dev group). The converge loop's figures (`fleet.up`, rollout) come with
-the swarm runtime."""
+is installed (the dev group). The converge loop's figures on the local cluster
+(`fleet.up` of 30 agents, a no-op `fleet.up`, `fleet.rollout --parallel 5` and the
+messages it lost) are the `swarm` benchmark's: `nox -s bench -- swarm`."""
 
 from __future__ import annotations
 

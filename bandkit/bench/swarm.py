@@ -1,0 +1,333 @@
+"""Swarm fleet benchmark (`nox -s bench -- swarm`, root, a Docker daemon and the kit image).
+
+A fleet of `AGENTS` echo agents (2 in quick mode) from one workspace, on the local 3-node
+cluster, driven by the commands a user types (`python -m invoke ...` with `--run-dir` a
+scratch directory): `cluster.up --nodes 3`, `platform.up`, then
+
+- `fleet.up --runtime swarm --parallel 10` from nothing until every agent is proved
+  connected (target 60 s); a second `fleet.up`, which has nothing to do (target 5 s);
+- the echo round trip with every agent connected: one mention per agent in turn, from
+  sent to its answer in the room (polled every 20 ms), p50 and p95 (target p95 1 s);
+- a drain of the node with the most agents, timed until each of its agents runs on another
+  node and answers a mention sent there (target 30 s); a mention sent to each as the drain
+  starts must be answered too (lost: target 0);
+- `fleet.rollout --image band-python-kit:local --parallel 5`, which replaces every sandbox
+  in batches: a marker sent to each agent as its old sandbox is removed, and how many are
+  never answered (target 0);
+- `fleet.down` (timed), `platform.down`, `cluster.down`: each must succeed and leave no
+  fleet or cluster record.
+
+The agents share one agent image (one source): it is built once and loaded once into each
+node. The upstream kit has no cluster runtime: nothing to compare with. `BAND_*` settings
+of this process are not handed to the commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+import httpx
+
+from bandkit.bench import docker_ok, sized
+
+REPO: Final = Path(__file__).resolve().parents[2]
+STARTER: Final = REPO / "docker" / "band_python_kit" / "echo-agent"
+AGENTS: Final = 30
+PARALLEL_UP: Final = 10
+PARALLEL_ROLLOUT: Final = 5
+TARGETS: Final = {"up": 60.0, "noop": 5.0, "p95": 1.0, "drain": 30.0}
+COMMAND_TIMEOUT_S: Final = 900.0
+ANSWER_TIMEOUT_S: Final = 120.0
+POLL_S: Final = 0.02
+
+
+def _mark(name: str, seconds: float) -> str:
+    target = TARGETS[name]
+    return f"{seconds:.2f} s ({'within' if seconds <= target else 'OVER'} the {target:g} s target)"
+
+
+class _Run:
+    """The scratch run directory, the commands in it, and its platform as a user sees it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.run_dir = root / ".run"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("BAND_", "DEMO_"))}
+        self.env["PYTHONUNBUFFERED"] = "1"
+        self.url = self.key = ""
+
+    def argv(self, task: str, *args: str) -> list[str]:
+        return [sys.executable, "-m", "invoke", task, "--run-dir", str(self.run_dir), *args]
+
+    def invoke(self, task: str, *args: str) -> float:
+        began = time.monotonic()
+        done = subprocess.run(
+            self.argv(task, *args),
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+            check=False,
+        )
+        if done.returncode != 0:
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+            raise RuntimeError(f"{task} exited {done.returncode}:\n{tail}")
+        return time.monotonic() - began
+
+    def connect(self) -> None:
+        from bandkit.emulator import service
+
+        record = service.running(self.run_dir)
+        if record is None:
+            raise RuntimeError("platform.up left no running platform")
+        self.url, self.key = record.rest_url, service.read_user_key(record)
+
+    def ids(self, name: str) -> tuple[str, str]:
+        from bandkit.kit.agent_check import home_title
+        from bandkit.manifest import Kind, Manifest
+
+        resources = Manifest.read(self.run_dir / "provision" / name / "manifest.json")
+        room = next(
+            r.details["id"]
+            for r in resources
+            if r.kind is Kind.ROOM and r.details.get("title") == home_title(name)
+        )
+        return room, next(r.details["id"] for r in resources if r.kind is Kind.AGENT)
+
+    def mention(self, name: str, text: str) -> None:
+        room, agent = self.ids(name)
+        message = {"content": f"@{name} {text}", "mentions": [{"id": agent, "name": name}]}
+        httpx.post(
+            f"{self.url}/api/v1/me/chats/{room}/messages",
+            headers={"x-api-key": self.key},
+            json={"message": message},
+            timeout=10,
+        ).raise_for_status()
+
+    def answered(self, name: str, text: str) -> bool:
+        room, agent = self.ids(name)
+        listed = httpx.get(
+            f"{self.url}/api/v1/me/chats/{room}/messages",
+            headers={"x-api-key": self.key},
+            timeout=10,
+        )
+        listed.raise_for_status()
+        return any(
+            m.get("sender_id") == agent and text in str(m.get("content"))
+            for m in listed.json()["data"]
+        )
+
+    def wait_answered(self, name: str, text: str, timeout_s: float = ANSWER_TIMEOUT_S) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.answered(name, text):
+                return True
+            time.sleep(POLL_S)
+        return False
+
+    def status(self) -> list[dict[str, str]]:
+        done = subprocess.run(
+            self.argv("fleet.status", "--json"),
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        rows: list[dict[str, str]] = json.loads(done.stdout)
+        return rows
+
+
+def _fleet_file(root: Path, count: int) -> Path:
+    shutil.copytree(STARTER, root / "ws", ignore=shutil.ignore_patterns(".venv"))
+    agents = "".join(
+        f"  - name: echo-{i}\n    description: echo agent {i} of the swarm bench\n"
+        "    workspace: ws\n"
+        for i in range(1, count + 1)
+    )
+    path = root / "fleet.yaml"
+    path.write_text(
+        "version: 1\ndefaults:\n  image: band-python-kit:local\n"
+        f"  resources: {{cpu: 250m, memory: 256Mi}}\nagents:\n{agents}",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _round_trips(run: _Run, names: list[str]) -> list[float]:
+    spent = []
+    for name in names:
+        marker = f"rtt:{secrets.token_hex(4)}"
+        began = time.monotonic()
+        run.mention(name, marker)
+        if not run.wait_answered(name, marker):
+            raise RuntimeError(f"{name} did not answer {marker}")
+        spent.append(time.monotonic() - began)
+    return spent
+
+
+def _drain(run: _Run) -> tuple[str, int, float, int]:
+    """Drain the node with the most agents: a marker to each of them as the drain starts;
+    once each runs on another node, a second one. (node, its agents, drain -> every second
+    marker answered, markers never answered.)"""
+    from bandkit import cluster
+    from bandkit.cluster.swarm import docker
+
+    by_node: dict[str, list[str]] = {}
+    for row in run.status():
+        by_node.setdefault(row["node"], []).append(row["name"])
+    node, names = max(by_node.items(), key=lambda item: len(item[1]))
+    made = cluster.status(cluster.Layout.of(run.run_dir)).cluster
+    if made is None:
+        raise RuntimeError("no cluster to drain a node of")
+    manager = made.manager
+
+    def running_on() -> dict[str, str]:
+        out = docker(
+            manager,
+            "service",
+            "ps",
+            *names,
+            "--filter",
+            "desired-state=running",
+            "--format",
+            "{{.Name}} {{.Node}} {{.CurrentState}}",
+        )
+        rows = [line.split() for line in out.splitlines()]
+        return {r[0].rsplit(".", 1)[0]: r[1] for r in rows if len(r) > 2 and r[2] == "Running"}
+
+    began = time.monotonic()
+    docker(manager, "node", "update", "--availability", "drain", node)
+    during = {name: f"moving:{secrets.token_hex(4)}" for name in names}
+    for name, marker in during.items():
+        run.mention(name, marker)
+    deadline = began + ANSWER_TIMEOUT_S
+    moved: dict[str, str] = {}
+    while len(moved) < len(names):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the agents of {node} were not rescheduled in time")
+        moved.update({n: m for n, m in running_on().items() if m != node})
+        time.sleep(0.2)
+    after = {name: f"moved:{secrets.token_hex(4)}" for name in names}
+    for name, marker in after.items():
+        run.mention(name, marker)
+    silent = [n for n, m in after.items() if not run.wait_answered(n, m)]
+    spent = time.monotonic() - began
+    lost = [n for n, m in during.items() if not run.wait_answered(n, m)]
+    docker(manager, "node", "update", "--availability", "active", node)
+    if silent:
+        raise RuntimeError(f"after the drain of {node}, no answer from {', '.join(silent)}")
+    return node, len(names), spent, len(lost)
+
+
+def _rollout(run: _Run, names: list[str]) -> tuple[float, int, int]:
+    """The rollout with a marker per agent; (seconds, markers sent, never answered)."""
+    markers: dict[str, str] = {}
+    argv = run.argv(
+        "fleet.rollout", "--image", "band-python-kit:local", "--parallel", str(PARALLEL_ROLLOUT)
+    )
+    began = time.monotonic()
+    proc = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env=run.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    stream = proc.stderr
+    said: list[str] = []
+
+    def watch() -> None:
+        for line in stream:
+            said.append(line)
+            for name in names:
+                if line.startswith(f"fleet: {name}: old sandbox removed"):
+                    markers[name] = f"marker:{secrets.token_hex(4)}"
+                    run.mention(name, markers[name])
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    code = proc.wait(COMMAND_TIMEOUT_S)
+    watcher.join(timeout=30)
+    spent = time.monotonic() - began
+    if code != 0:
+        raise RuntimeError(f"fleet.rollout exited {code}:\n{''.join(said[-15:])}")
+    lost = [n for n, m in markers.items() if not run.wait_answered(n, m)]
+    return spent, len(markers), len(lost) + len(set(names) - set(markers))
+
+
+def run() -> list[str]:
+    from bandkit.dockercli import image_exists
+    from bandkit.image.facts import LOCAL_TAG
+
+    if os.geteuid() != 0 or not docker_ok() or not image_exists(LOCAL_TAG):
+        return [f"swarm: skipped (needs root, a Docker daemon and {LOCAL_TAG})"]
+    count = sized(AGENTS, 2)
+    names = [f"echo-{i}" for i in range(1, count + 1)]
+    lines = [f"a fleet of {count} echo agents on the local 3-node cluster (swarm runtime):"]
+    raw = tempfile.mkdtemp(prefix="bench-swarm-")
+    root = Path(raw)
+    root.chmod(0o755)  # the agent uid reads the workspace copies
+    run = _Run(root)
+    cleanups: list[tuple[str, Callable[[], float]]] = []
+    try:
+        fleet_file = str(_fleet_file(root, count))
+        run.invoke("cluster.up", "--nodes", "3")
+        cleanups.insert(0, ("cluster.down", lambda: run.invoke("cluster.down")))
+        run.invoke("platform.up")
+        cleanups.insert(0, ("platform.down", lambda: run.invoke("platform.down")))
+        run.connect()
+        cleanups.insert(0, ("fleet.down", lambda: run.invoke("fleet.down")))
+        up_args = ("--file", fleet_file, "--runtime", "swarm", "--parallel", str(PARALLEL_UP))
+        up = run.invoke("fleet.up", *up_args)
+        noop = run.invoke("fleet.up", *up_args)
+        rows = run.status()
+        connected = sum(r["connected"] == "yes" for r in rows)
+        spread = sorted({r["node"] for r in rows})
+        trips = _round_trips(run, names)
+        p95 = statistics.quantiles(trips, n=20)[-1] if len(trips) > 1 else trips[0]
+        node, moved, drained, drain_lost = _drain(run)
+        rolled, sent, lost = _rollout(run, names)
+        lines += [
+            f"  fleet.up from nothing until all {count} connected (--parallel {PARALLEL_UP}): "
+            f"{_mark('up', up)}; {connected} connected, on {', '.join(spread)}",
+            f"  fleet.up again, nothing to do: {_mark('noop', noop)}",
+            f"  echo round trip, all connected, {len(trips)} mentions: p50 "
+            f"{statistics.median(trips):.2f} s, p95 {_mark('p95', p95)}",
+            f"  drain of {node} ({moved} agent(s)) until each, on another node, answered: "
+            f"{_mark('drain', drained)}; messages sent as the drain began, lost: {drain_lost}",
+            f"  fleet.rollout --parallel {PARALLEL_ROLLOUT} (every sandbox replaced): "
+            f"{rolled:.1f} s; markers sent {sent}, lost {lost} "
+            f"({'within' if lost == 0 else 'OVER'} the 0 target)",
+        ]
+    except (RuntimeError, subprocess.SubprocessError, httpx.HTTPError, OSError) as exc:
+        lines.append(f"  failed: {exc}")
+    finally:
+        for what, cleanup in cleanups:
+            try:
+                spent = cleanup()
+            except RuntimeError as exc:
+                lines.append(f"  FAILED: {exc}")
+            else:
+                if what == "fleet.down":
+                    lines.append(f"  fleet.down of {count}: {spent:.1f} s")
+        if (run.run_dir / "fleet").exists() or (run.run_dir / "cluster").exists():
+            lines.append(f"  FAILED: the fleet or the cluster left records in {run.run_dir}")
+        shutil.rmtree(root, ignore_errors=True)
+    return lines
