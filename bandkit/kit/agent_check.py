@@ -186,6 +186,18 @@ async def _reply(api_key: str, rest_url: str, room_id: str, agent_id: str, token
     return ""
 
 
+def mention(
+    *, api_key: str, rest_url: str, room_id: str, agent_id: str, agent_name: str, text: str
+) -> None:
+    """Post `@agent_name text` in the room, mentioning the agent (the human API)."""
+    asyncio.run(_send(api_key, rest_url, room_id, agent_id, agent_name, text))
+
+
+def reply_to(*, api_key: str, rest_url: str, room_id: str, agent_id: str, token: str) -> str:
+    """The agent's latest message in the room that carries `token` ("" while none)."""
+    return asyncio.run(_reply(api_key, rest_url, room_id, agent_id, token))
+
+
 def ping(
     *,
     api_key: str,
@@ -198,10 +210,11 @@ def ping(
     """Mention the agent with `ping:<token>` and wait for its message carrying the token."""
     token = secrets.token_hex(6)
     started = time.monotonic()
-    asyncio.run(_send(api_key, rest_url, room_id, agent_id, agent_name, f"ping:{token}"))
+    where = {"api_key": api_key, "rest_url": rest_url, "room_id": room_id, "agent_id": agent_id}
+    mention(**where, agent_name=agent_name, text=f"ping:{token}")
     deadline = started + timeout_s
     while True:
-        reply = asyncio.run(_reply(api_key, rest_url, room_id, agent_id, token))
+        reply = reply_to(**where, token=token)
         if reply:
             return Pong(reply, time.monotonic() - started)
         if time.monotonic() >= deadline:

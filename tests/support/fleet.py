@@ -8,9 +8,8 @@ import subprocess
 import threading
 from pathlib import Path
 
-import httpx
-
 from bandkit.emulator import service
+from bandkit.kit import agent_check
 from bandkit.kit.agent_check import home_title
 from bandkit.manifest import Kind, Manifest
 from tests.support.readme import clean_env
@@ -25,7 +24,7 @@ class Platform:
         self.url, self.key = record.rest_url, service.read_user_key(record)
         self.run_dir = clone / ".run"
 
-    def _ids(self, name: str) -> tuple[str, str]:
+    def _where(self, name: str) -> dict[str, str]:
         path = self.run_dir / "provision" / name / "manifest.json"
         resources = Manifest.read(path)
         room = next(
@@ -34,31 +33,13 @@ class Platform:
             if r.kind is Kind.ROOM and r.details.get("title") == home_title(name)
         )
         agent = next(r.details["id"] for r in resources if r.kind is Kind.AGENT)
-        return room, agent
+        return {"api_key": self.key, "rest_url": self.url, "room_id": room, "agent_id": agent}
 
     def mention(self, name: str, text: str) -> None:
-        room, agent = self._ids(name)
-        message = {"content": f"@{name} {text}", "mentions": [{"id": agent, "name": name}]}
-        sent = httpx.post(
-            f"{self.url}/api/v1/me/chats/{room}/messages",
-            headers={"x-api-key": self.key},
-            json={"message": message},
-            timeout=10,
-        )
-        sent.raise_for_status()
+        agent_check.mention(**self._where(name), agent_name=name, text=text)
 
     def answered(self, name: str, text: str) -> bool:
-        room, agent = self._ids(name)
-        listed = httpx.get(
-            f"{self.url}/api/v1/me/chats/{room}/messages",
-            headers={"x-api-key": self.key},
-            timeout=10,
-        )
-        listed.raise_for_status()
-        return any(
-            m.get("sender_id") == agent and text in str(m.get("content"))
-            for m in listed.json()["data"]
-        )
+        return bool(agent_check.reply_to(**self._where(name), token=text))
 
 
 def rollout_with_markers(
