@@ -5,7 +5,8 @@ cluster, driven by the commands a user types (`python -m invoke ...` with `--run
 scratch directory): `cluster.up --nodes 3`, `platform.up`, then
 
 - `fleet.up --runtime swarm --parallel 10` from nothing until every agent is proved
-  connected (target 60 s); a second `fleet.up`, which has nothing to do (target 5 s);
+  connected (target 60 s), with how busy the machine's CPU was meanwhile (/proc/stat); a
+  second `fleet.up`, which has nothing to do (target 5 s);
 - the echo round trip with every agent connected: one mention per agent in turn, from
   sent to its answer in the room (polled every 20 ms), p50 and p95 (target p95 1 s);
 - a drain of the node with the most agents, timed until each of its agents runs on another
@@ -54,6 +55,18 @@ POLL_S: Final = 0.02
 def _mark(name: str, seconds: float) -> str:
     target = TARGETS[name]
     return f"{seconds:.2f} s ({'within' if seconds <= target else 'OVER'} the {target:g} s target)"
+
+
+def _cpu() -> tuple[int, int]:
+    """(busy, all) jiffies of this machine so far, from /proc/stat."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def _busy(before: tuple[int, int]) -> str:
+    busy, total = (now - then for now, then in zip(_cpu(), before, strict=True))
+    return f"CPU {100 * busy / max(total, 1):.0f}% busy on {os.cpu_count()} cores"
 
 
 def _lost(count: int) -> str:
@@ -286,7 +299,9 @@ def run() -> list[str]:
         run.connect()
         cleanups.insert(0, ("fleet.down", lambda: run.invoke("fleet.down")))
         up_args = ("--file", fleet_file, "--runtime", "swarm", "--parallel", str(PARALLEL_UP))
+        cpu = _cpu()
         up = run.invoke("fleet.up", *up_args)
+        up_cpu = _busy(cpu)
         noop = run.invoke("fleet.up", *up_args)
         rows = run.status()
         connected = sum(r["connected"] == "yes" for r in rows)
@@ -294,10 +309,12 @@ def run() -> list[str]:
         trips = _round_trips(run, names)
         p95 = statistics.quantiles(trips, n=20)[-1] if len(trips) > 1 else trips[0]
         node, moved, drained, drain_lost = _drain(run)
+        cpu = _cpu()
         rolled, sent, lost = _rollout(run, names)
+        rolled_cpu = _busy(cpu)
         lines += [
             f"  fleet.up from nothing until all {count} connected (--parallel {PARALLEL_UP}): "
-            f"{_mark('up', up)}; {connected} connected, on {', '.join(spread)}",
+            f"{_mark('up', up)}; {connected} connected, on {', '.join(spread)}; {up_cpu}",
             f"  fleet.up again, nothing to do: {_mark('noop', noop)}",
             f"  echo round trip, all connected, {len(trips)} mentions: p50 "
             f"{statistics.median(trips):.2f} s, p95 {_mark('p95', p95)}",
@@ -305,7 +322,7 @@ def run() -> list[str]:
             f"{_mark('drain', drained)}; messages sent as the drain began, lost: "
             f"{_lost(drain_lost)}",
             f"  fleet.rollout --parallel {PARALLEL_ROLLOUT} (every sandbox replaced): "
-            f"{rolled:.1f} s; markers sent {sent}, lost {_lost(lost)}",
+            f"{rolled:.1f} s ({rolled_cpu}); markers sent {sent}, lost {_lost(lost)}",
         ]
     except Exception as exc:  # a bench reports; the cleanups below still run
         lines.append(f"  failed: {exc}")
