@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import ssl
 from collections.abc import Awaitable
@@ -116,18 +117,23 @@ async def copy(
 
 
 async def until_stopped(
-    serving: Awaitable[None], box: Path, signals: tuple[signal.Signals, ...]
+    serving: Awaitable[None],
+    box: Path,
+    signals: tuple[signal.Signals, ...],
+    *,
+    needs: tuple[Path, ...] = (),
 ) -> None:
-    """Run `serving` until it ends, one of `signals` arrives, or `box` is no longer a
+    """Run `serving` until it ends, one of `signals` arrives, `box` is no longer a
     directory (a safety net against leaks: the sandbox was removed without stopping the
-    proxy); then cancel it."""
+    proxy) or one of the paths it `needs` is gone (the relay: its cluster's namespace);
+    then cancel it."""
     task = asyncio.ensure_future(serving)
     loop = asyncio.get_running_loop()
     for sig in signals:
         loop.add_signal_handler(sig, task.cancel)
     while not task.done():
         await asyncio.wait([task], timeout=ORPHAN_CHECK_S)
-        if not box.is_dir():
+        if not box.is_dir() or not all(os.path.lexists(path) for path in needs):
             task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task

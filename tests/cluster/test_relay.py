@@ -19,6 +19,7 @@ import pytest
 from bandkit.cluster import network
 from bandkit.cluster.layout import NETNS_DIR
 from bandkit.runtimes.swarm import relay
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 NETNS = "bkc-relay-test"
@@ -113,3 +114,27 @@ def test_the_relay_listens_inside_and_reaches_only_its_upstream(
     finally:
         relay.stop(box)
     assert not relay.running(box)
+
+
+def test_the_relay_ends_when_its_namespace_is_deleted(
+    netns: Path, upstream: int, tmp_path: Path
+) -> None:
+    """`kill -9` of a `kit.provision` leaves its relay and its box; `cluster.down` deletes
+    the hub namespace, and the relay ends with it rather than outliving the cluster."""
+    box = tmp_path / "box"
+    box.mkdir()
+    relay.start(
+        box,
+        sandbox="my-agent",
+        netns=netns,
+        listen="127.0.0.1",
+        clients="127.0.0.0/8",
+        upstreams=[relay.Upstream("127.0.0.1", upstream)],
+    )
+    try:
+        assert relay.running(box)
+        subprocess.run(["ip", "netns", "delete", NETNS], check=True, timeout=30)
+        wait_for(lambda: not relay.running(box), timeout=20, what="the relay to end")
+        assert box.is_dir()  # it ended for the namespace, not for its box
+    finally:
+        relay.stop(box)

@@ -18,8 +18,9 @@ Run as `python -P -m bandkit.runtimes.swarm.relay PORTS_FILE` with the config as
 stdin: `{"netns": "/run/netns/bkc-hub", "listen": "10.77.0.1", "clients":
 "10.77.0.0/24", "sandbox": NAME, "log": POLICY_LOG, "upstreams": [["127.0.0.1", 8080,
 LISTEN_PORT]]}` (a listening port of 0: any free one). It writes `{"ports": [...]}` (one
-per upstream, same order) to PORTS_FILE, then relays until SIGTERM or until PORTS_FILE's
-directory (its box) no longer exists.
+per upstream, same order) to PORTS_FILE, then relays until SIGTERM, until PORTS_FILE's
+directory (its box) no longer exists, or until the namespace is gone (`cluster.down`
+after a `kill -9` of the `kit.provision` that started it).
 """
 
 from __future__ import annotations
@@ -178,7 +179,9 @@ def main(argv: list[str]) -> int:
         return 1
     ports_file = Path(argv[0])
     serving = serve(socks, upstreams, clients, log, ports_file)
-    asyncio.run(until_stopped(serving, ports_file.parent, (signal.SIGTERM, signal.SIGINT)))
+    stops = (signal.SIGTERM, signal.SIGINT)
+    needs = (Path(config["netns"]),)  # `cluster.down` took the hub: nothing to relay for
+    asyncio.run(until_stopped(serving, ports_file.parent, stops, needs=needs))
     return 0
 
 
