@@ -15,6 +15,8 @@ all, waits until none is left, then removes the node's cgroups and its runtime s
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import shutil
@@ -199,10 +201,31 @@ def remove_cgroups(node: Node, root: Path = CGROUP_ROOT) -> None:
         if top.is_symlink() or not top.is_dir():
             continue
         for dirpath, _dirs, _files in sorted(os.walk(top), key=lambda d: -d[0].count("/")):
-            try:
-                os.rmdir(dirpath)
-            except OSError as exc:
-                raise ClusterError(f"cannot remove cgroup {dirpath}: {exc.strerror}") from None
+            _remove_cgroup(Path(dirpath))
+
+
+def _remove_cgroup(path: Path, timeout_s: float = KILL_TIMEOUT_S) -> None:
+    """rmdir one cgroup. Busy: a task the /proc scan missed is still in it (one exiting,
+    or frozen mid-start by runc, which SIGKILL does not reach): thaw it, kill what its
+    `cgroup.procs` lists, and try again until `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                raise ClusterError(f"cannot remove cgroup {path}: {exc.strerror}") from None
+        with contextlib.suppress(OSError):
+            (path / "freezer.state").write_text("THAWED", encoding="ascii")
+        try:
+            listed = (path / "cgroup.procs").read_text(encoding="ascii").split()
+        except OSError:
+            listed = []
+        for pid in listed:
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+        time.sleep(POLL_S)
 
 
 def remove(node: Node) -> None:
