@@ -16,7 +16,11 @@ scratch directory): `cluster.up --nodes 3`, `platform.up`, then
   in batches: a marker sent to each agent as its old sandbox is removed, and how many are
   never answered (target 0);
 - `fleet.down` (timed), `platform.down`, `cluster.down`: each must succeed and leave no
-  fleet or cluster record.
+  fleet or cluster record, and `fleet.down` no labelled object on the cluster.
+
+It checks as it goes that the fleet is spread over the nodes, runs one agent image and
+has the file's limits; a fault, a lost message or a leftover is a `FAIL` line, which the
+quick run's test in the cluster lane fails on (that run is the lane's fleet on swarm).
 
 The agents share one agent image (one source): it is built once and loaded once into each
 node. The upstream kit has no cluster runtime: nothing to compare with. `BAND_*` settings
@@ -40,6 +44,7 @@ from pathlib import Path
 from typing import Final
 
 from bandkit.bench import docker_ok, sized
+from bandkit.cluster.layout import Node
 
 REPO: Final = Path(__file__).resolve().parents[2]
 STARTER: Final = REPO / "docker" / "band_python_kit" / "echo-agent"
@@ -50,6 +55,9 @@ TARGETS: Final = {"up": 60.0, "noop": 5.0, "p95": 1.0, "drain": 30.0}
 COMMAND_TIMEOUT_S: Final = 900.0
 ANSWER_TIMEOUT_S: Final = 120.0
 POLL_S: Final = 0.02
+LIMITS_FORMAT: Final = "{{json .Spec.TaskTemplate.Resources.Limits}}"
+
+FILE_LIMITS: Final = (250_000_000, 256 * 2**20)  # the fleet file's cpu 250m, memory 256Mi
 
 
 def _mark(name: str, seconds: float) -> str:
@@ -276,6 +284,44 @@ def _rollout(run: _Run, names: list[str]) -> tuple[float, int, int]:
     return spent, len(markers), len(lost) + len(set(names) - set(markers))
 
 
+def _manager(run: _Run) -> Node:
+    from bandkit import cluster
+
+    made = cluster.status(cluster.Layout.of(run.run_dir)).cluster
+    if made is None:
+        raise RuntimeError("no local cluster")
+    return made.manager
+
+
+def _faults(run: _Run, rows: list[dict[str, str]]) -> list[str]:
+    """What of the fleet on the cluster is not as its file says (the quick run's test
+    fails on each): not spread, more than one agent image, the limits not applied."""
+    from bandkit.cluster.swarm import docker
+
+    faults = []
+    if len({r["node"] for r in rows}) < min(len(rows), 2):
+        faults.append(f"FAIL: not spread over the nodes: {rows}")
+    if len({r["image"] for r in rows}) != 1:
+        faults.append(f"FAIL: one source, yet {len({r['image'] for r in rows})} agent images")
+    raw = docker(_manager(run), "service", "inspect", "--format", LIMITS_FORMAT, rows[0]["name"])
+    limits = json.loads(raw) or {}
+    if (limits.get("NanoCPUs"), limits.get("MemoryBytes")) != FILE_LIMITS:
+        faults.append(f"FAIL: {rows[0]['name']}'s limits are not the file's: {raw.strip()}")
+    return faults
+
+
+def _labelled(run: _Run) -> list[str]:
+    """Our swarm objects still on the cluster."""
+    from bandkit.cluster.swarm import docker
+
+    manager = _manager(run)
+    found = []
+    for kind in ("service", "network", "secret", "config"):
+        listed = docker(manager, kind, "ls", "--filter", "label=bandkit.sandbox", "-q")
+        found += [f"{kind} {ident}" for ident in listed.split()]
+    return found
+
+
 def run() -> list[str]:
     from bandkit.dockercli import image_exists
     from bandkit.image.facts import LOCAL_TAG
@@ -306,6 +352,7 @@ def run() -> list[str]:
         rows = run.status()
         connected = sum(r["connected"] == "yes" for r in rows)
         spread = sorted({r["node"] for r in rows})
+        faults = _faults(run, rows)
         trips = _round_trips(run, names)
         p95 = statistics.quantiles(trips, n=20)[-1] if len(trips) > 1 else trips[0]
         node, moved, drained, drain_lost = _drain(run)
@@ -323,6 +370,7 @@ def run() -> list[str]:
             f"{_lost(drain_lost)}",
             f"  fleet.rollout --parallel {PARALLEL_ROLLOUT} (every sandbox replaced): "
             f"{rolled:.1f} s ({rolled_cpu}); markers sent {sent}, lost {_lost(lost)}",
+            *[f"  {fault}" for fault in faults],
         ]
     except Exception as exc:  # a bench reports; the cleanups below still run
         lines.append(f"  failed: {exc}")
@@ -334,7 +382,11 @@ def run() -> list[str]:
                 lines.append(f"  FAILED: {exc}")
             else:
                 if what == "fleet.down":
-                    lines.append(f"  fleet.down of {count}: {spent:.1f} s")
+                    left = _labelled(run)
+                    lines.append(
+                        f"  fleet.down of {count}: {spent:.1f} s; left on the cluster: "
+                        + (f"FAIL: {', '.join(left)}" if left else "nothing")
+                    )
         if (run.run_dir / "fleet").exists() or (run.run_dir / "cluster").exists():
             lines.append(f"  FAILED: the fleet or the cluster left records in {run.run_dir}")
         shutil.rmtree(root, ignore_errors=True)

@@ -1,7 +1,8 @@
-"""`kill -9` of `kit.provision --runtime swarm` at two points (its relay running; its agent
-service made), then one `cluster.down`: nothing of the cluster is left on this machine (no
-daemon, namespace, cgroup, relay process; the host's Docker unchanged), and one
-`kit.unprovision` then removes the platform agent and the records, so the run is clean.
+"""`kill -9` of `kit.provision --runtime swarm` once its agent service is made (its
+networks, secret, config, relay and proxy are made before it), then one `cluster.down`:
+nothing of the cluster is left on this machine (no daemon, namespace, cgroup or relay
+process; the host's Docker unchanged), and one `kit.unprovision` then removes the
+platform agent and the records, so the run is clean.
 
 Marked `cluster` (run by `nox -s cluster_tests`): root and a host Docker daemon.
 """
@@ -19,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from bandkit import processes
-from bandkit.runtimes.swarm import relay
 from tests.kit.support import Home
 from tests.runtimes.helpers import scratch_dir
 from tests.support import images
@@ -50,10 +50,6 @@ def _box(home: Home) -> Path:
     return home.run_dir / "runtimes" / "swarm" / NAME
 
 
-def _relay_runs(home: Home) -> bool:
-    return relay.running(_box(home))
-
-
 def _service_made(home: Home) -> bool:
     names = on_node(1, "service", "ls", "--format", "{{.Name}}", check=False).split()
     return NAME in names
@@ -62,22 +58,20 @@ def _service_made(home: Home) -> bool:
 def test_kill_9_of_provision_then_cluster_down_leaves_nothing(home: Home) -> None:
     before = host_state()
     home.ok("platform.up")
-    ws = home.workspace(NAME)
-    for point in (_relay_runs, _service_made):
-        home.ok("cluster.up", "--nodes", "1")
-        _provision_killed_at(home, ws, point)
-        home.ok("cluster.down")
-        assert leftovers(home.run_dir) == [], point.__name__
-        wait_for(
-            lambda: processes.tagged_pids("bandkit-swarm-relay:", prefix=True) == [],
-            timeout=20,
-            what="the relay to end with the cluster",
-        )
-        assert host_state() == before
-        gone = home.ok("kit.unprovision", "--name", NAME)
-        assert "removed agent:" in gone.stdout, gone.stdout + gone.stderr
-        assert home.agents() == []
-        assert list((home.run_dir / "provision").glob("*")) == []
+    home.ok("cluster.up", "--nodes", "1")
+    _provision_killed_at(home, home.workspace(NAME), _service_made)
+    home.ok("cluster.down")
+    assert leftovers(home.run_dir) == []
+    wait_for(
+        lambda: processes.tagged_pids("bandkit-swarm-relay:", prefix=True) == [],
+        timeout=20,
+        what="the relay to end with the cluster",
+    )
+    assert host_state() == before
+    gone = home.ok("kit.unprovision", "--name", NAME)
+    assert "removed agent:" in gone.stdout, gone.stdout + gone.stderr
+    assert home.agents() == []
+    assert list((home.run_dir / "provision").glob("*")) == []
 
 
 def _provision_killed_at(home: Home, ws: Path, point: Callable[[Home], bool]) -> None:
