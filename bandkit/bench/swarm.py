@@ -120,16 +120,10 @@ class _Run:
         self.url, self.key = record.rest_url, service.read_user_key(record)
 
     def _where(self, name: str) -> dict[str, str]:
-        from bandkit.kit.agent_check import home_title
-        from bandkit.manifest import Kind, Manifest
+        from bandkit.kit.agent_check import recorded_ids
 
-        resources = Manifest.read(self.run_dir / "provision" / name / "manifest.json")
-        room = next(
-            r.details["id"]
-            for r in resources
-            if r.kind is Kind.ROOM and r.details.get("title") == home_title(name)
-        )
-        agent = next(r.details["id"] for r in resources if r.kind is Kind.AGENT)
+        path = self.run_dir / "provision" / name / "manifest.json"
+        room, agent = recorded_ids(path, name)
         return {"api_key": self.key, "rest_url": self.url, "room_id": room, "agent_id": agent}
 
     def mention(self, name: str, text: str) -> None:

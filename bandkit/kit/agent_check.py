@@ -17,6 +17,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from band_rest import (
     ChatMessageRequest,
@@ -44,6 +45,25 @@ class AgentCheckError(BandkitError):
 
 def home_title(name: str) -> str:
     return f"kit: {name}"
+
+
+def recorded_ids(manifest_path: Path, name: str) -> tuple[str, str]:
+    """(home room id, agent id) that the provision manifest at `manifest_path` records for
+    `name` (read without locking: a reader beside the kit's own commands)."""
+    resources = Manifest.read(manifest_path)
+    title = home_title(name)
+    room = next(
+        (
+            r.details.get("id", "")
+            for r in resources
+            if r.kind is Kind.ROOM and r.details.get("title") == title
+        ),
+        "",
+    )
+    agent = next((r.details.get("id", "") for r in resources if r.kind is Kind.AGENT), "")
+    if not room or not agent:
+        raise AgentCheckError(f"{manifest_path} records no home room and agent for {name!r}")
+    return room, agent
 
 
 def home_room(

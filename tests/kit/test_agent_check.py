@@ -3,9 +3,12 @@ it runs the runtime's CLI), and a sandbox that died ends the wait with a clear e
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bandkit.kit import agent_check
+from bandkit.manifest import Kind, Manifest
 
 
 def _platform_says(monkeypatch: pytest.MonkeyPatch, answers: list[bool]) -> list[int]:
@@ -58,3 +61,18 @@ def test_connected_returns_without_asking_the_sandbox(monkeypatch: pytest.Monkey
         raise AssertionError("asked the sandbox although the agent connected")
 
     assert _wait(alive, timeout_s=30) < 5
+
+
+def test_recorded_ids_reads_the_home_room_and_the_agent_or_names_what_is_missing(
+    tmp_path: Path,
+) -> None:
+    """What a reader beside the kit (the fleet tests, the swarm benchmark) takes from an
+    agent's provision manifest."""
+    path = tmp_path / "manifest.json"
+    with Manifest.open(path) as manifest:
+        manifest.record(Kind.ROOM, "other", title="another room", id="room-0")
+        manifest.record(Kind.AGENT, "echo-1", id="agent-1")
+        with pytest.raises(agent_check.AgentCheckError, match="no home room and agent"):
+            agent_check.recorded_ids(path, "echo-1")
+        manifest.record(Kind.ROOM, "home", title=agent_check.home_title("echo-1"), id="room-1")
+    assert agent_check.recorded_ids(path, "echo-1") == ("room-1", "agent-1")

@@ -10,8 +10,6 @@ from pathlib import Path
 
 from bandkit.emulator import service
 from bandkit.kit import agent_check
-from bandkit.kit.agent_check import home_title
-from bandkit.manifest import Kind, Manifest
 from tests.support.readme import clean_env
 
 
@@ -26,13 +24,7 @@ class Platform:
 
     def _where(self, name: str) -> dict[str, str]:
         path = self.run_dir / "provision" / name / "manifest.json"
-        resources = Manifest.read(path)
-        room = next(
-            r.details["id"]
-            for r in resources
-            if r.kind is Kind.ROOM and r.details.get("title") == home_title(name)
-        )
-        agent = next(r.details["id"] for r in resources if r.kind is Kind.AGENT)
+        room, agent = agent_check.recorded_ids(path, name)
         return {"api_key": self.key, "rest_url": self.url, "room_id": room, "agent_id": agent}
 
     def mention(self, name: str, text: str) -> None:
