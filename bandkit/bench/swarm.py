@@ -18,8 +18,8 @@ scratch directory): `cluster.up --nodes 3`, `platform.up`, then
 - `fleet.down` (timed), `platform.down`, `cluster.down`: each must succeed and leave no
   fleet or cluster record, and `fleet.down` no labelled object on the cluster.
 
-It checks as it goes that the fleet is spread over the nodes, runs one agent image and
-has the file's limits; a fault, a lost message or a leftover is a `FAIL` line, which the
+It checks as it goes that the fleet runs one agent image and has the file's limits (the
+nodes it runs on are reported); a fault, a lost message or a leftover is a `FAIL` line, which the
 quick run's test in the cluster lane fails on (that run is the lane's fleet on swarm).
 
 The agents share one agent image (one source): it is built once and loaded once into each
@@ -289,12 +289,12 @@ def _manager(run: _Run) -> Node:
 
 def _faults(run: _Run, rows: list[dict[str, str]]) -> list[str]:
     """What of the fleet on the cluster is not as its file says (the quick run's test
-    fails on each): not spread, more than one agent image, the limits not applied."""
+    fails on each): more than one agent image, the limits not applied. (Where swarm puts
+    each agent is reported, not checked: each agent is a service of its own beside its
+    proxy's, so spread placement does not promise two agents two nodes.)"""
     from bandkit.cluster.swarm import docker
 
     faults = []
-    if len({r["node"] for r in rows}) < min(len(rows), 2):
-        faults.append(f"FAIL: not spread over the nodes: {rows}")
     if len({r["image"] for r in rows}) != 1:
         faults.append(f"FAIL: one source, yet {len({r['image'] for r in rows})} agent images")
     raw = docker(_manager(run), "service", "inspect", "--format", LIMITS_FORMAT, rows[0]["name"])

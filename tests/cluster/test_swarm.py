@@ -2,8 +2,8 @@
 clone: an echo agent provisioned as swarm services answers `kit.ping`; its key is only in
 its proxy's service; it answers again after its node is drained, a message sent while it
 moved answered afterwards; `kit.unprovision` and `cluster.down` leave nothing. (A fleet on
-the cluster: the swarm benchmark's quick run in this lane, which fails on a fleet not
-spread, not on one image or not limited as its file says, on a message lost in a drain or
+the cluster: the swarm benchmark's quick run in this lane, which fails on a fleet not on
+one image or not limited as its file says, on a message lost in a drain or
 a rollout, and on anything `fleet.down` leaves.)
 
 Marked `cluster` (run by `nox -s cluster_tests`): root and a host Docker daemon.
