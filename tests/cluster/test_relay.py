@@ -74,12 +74,9 @@ def _from_inside(port: int) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_relay_listens_inside_and_reaches_only_its_upstream(
-    netns: Path, upstream: int, tmp_path: Path
-) -> None:
-    box = tmp_path / "box"
-    box.mkdir()
-    (port,) = relay.start(
+def _start(box: Path, netns: Path, upstream: int) -> list[int]:
+    """The box's relay to `upstream`, listening on loopback inside `netns`."""
+    return relay.start(
         box,
         sandbox="my-agent",
         netns=netns,
@@ -87,6 +84,14 @@ def test_the_relay_listens_inside_and_reaches_only_its_upstream(
         clients="127.0.0.0/8",
         upstreams=[relay.Upstream("127.0.0.1", upstream)],
     )
+
+
+def test_the_relay_listens_inside_and_reaches_only_its_upstream(
+    netns: Path, upstream: int, tmp_path: Path
+) -> None:
+    box = tmp_path / "box"
+    box.mkdir()
+    (port,) = _start(box, netns, upstream)
     try:
         assert relay.running(box)
         done = _from_inside(port)
@@ -123,14 +128,7 @@ def test_the_relay_ends_when_its_namespace_is_deleted(
     the hub namespace, and the relay ends with it rather than outliving the cluster."""
     box = tmp_path / "box"
     box.mkdir()
-    relay.start(
-        box,
-        sandbox="my-agent",
-        netns=netns,
-        listen="127.0.0.1",
-        clients="127.0.0.0/8",
-        upstreams=[relay.Upstream("127.0.0.1", upstream)],
-    )
+    _start(box, netns, upstream)
     try:
         assert relay.running(box)
         subprocess.run(["ip", "netns", "delete", NETNS], check=True, timeout=30)
