@@ -37,7 +37,8 @@ def cluster_up(
 
     Needs root. Everything it makes is recorded first (<run_dir>/cluster/manifest.json),
     so `cluster.down` removes exactly that, even after a crash; run again, it reports the
-    cluster already up, or rebuilds one an earlier run left unfinished.
+    cluster already up, starts again a node whose daemon died (what runs elsewhere keeps
+    running), or rebuilds one an earlier run left unfinished.
     """
     from bandkit import cluster
 
@@ -65,6 +66,24 @@ def cluster_status(c: Context, json: bool = False, run_dir: str = "") -> None:
     print(cluster.to_json(state) if json else "\n".join(cluster.describe(state)))
     if state.cluster is not None and not state.whole:
         raise BandkitError("not every node is up and ready")
+
+
+@task(
+    name="restart",
+    help={"node": "the node whose daemon to restart (node1, node2, ...)", "run_dir": RUN_DIR_HELP},
+)
+@reports("cluster.restart")
+def cluster_restart(c: Context, node: str, run_dir: str = "") -> None:
+    """Restart one node's Docker daemon, as a reboot of that machine would: its containers
+    stop, the daemon starts again on its own data and rejoins the swarm, and the swarm
+    restarts or moves what ran there. A drill for what agents on the cluster survive.
+
+    Needs root. A node whose daemon died is started again by `cluster.up`.
+    """
+    from bandkit import cluster
+
+    took = cluster.restart(cluster.Layout.of(resolve_run_dir(c, run_dir)), node)
+    print(f"cluster.restart: {node} ready again in {took:.1f}s")
 
 
 @task(name="down", help={"run_dir": RUN_DIR_HELP})

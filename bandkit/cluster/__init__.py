@@ -16,12 +16,21 @@ The modules, one concern each:
   every process and cgroup it left.
 - `swarm`: init, join, the join tokens, what the swarm says of its nodes.
 - `images`: images from the host's daemon into every node.
-- `lifecycle`: `up`, `status`, `down` over the manifest that records every piece first.
+- `lifecycle`: `up`, `status`, `restart`, `down` over the manifest that records every piece first.
 """
 
 from bandkit.cluster.errors import ClusterError
 from bandkit.cluster.layout import Layout, Node
-from bandkit.cluster.lifecycle import Cluster, Status, describe, down, status, to_json, up
+from bandkit.cluster.lifecycle import (
+    Cluster,
+    Status,
+    describe,
+    down,
+    restart,
+    status,
+    to_json,
+    up,
+)
 
 __all__ = [
     "Cluster",
@@ -31,6 +40,7 @@ __all__ = [
     "Status",
     "describe",
     "down",
+    "restart",
     "status",
     "to_json",
     "up",

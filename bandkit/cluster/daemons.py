@@ -35,6 +35,7 @@ from bandkit.fsio import write_atomic
 
 START_TIMEOUT_S = 60.0
 KILL_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 60.0  # dockerd waits up to 15 s per container it stops, in parallel
 POLL_S = 0.1
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 SCRIPT = Path(__file__).with_name("node-start.sh")
@@ -191,6 +192,28 @@ def kill(node: Node, timeout_s: float = KILL_TIMEOUT_S) -> int:
             except ProcessLookupError:
                 pass
         time.sleep(POLL_S)
+
+
+def dockerd_pid(node: Node) -> int | None:
+    """The node's `dockerd` (found by its tag, not by its pidfile), if it runs."""
+    for pid in processes.tagged_pids(node.tag):
+        argv = processes.cmdline(pid) or (b"",)
+        if Path(os.fsdecode(argv[0])).name == "dockerd":
+            return pid
+    return None
+
+
+def stop(node: Node, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """Stop the node's daemon as `systemctl stop docker` does: SIGTERM, so it stops its
+    containers first; then kill whatever of the node outlived it (or `timeout_s`)."""
+    pid = dockerd_pid(node)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while processes.alive(pid) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+    kill(node)
 
 
 def remove_cgroups(node: Node, root: Path = CGROUP_ROOT) -> None:

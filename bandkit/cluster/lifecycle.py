@@ -4,8 +4,11 @@ The manifest (`<run_dir>/cluster/manifest.json`, kind `cluster`, each entry's `p
 of `owner`, `netns-dir`, `netns`, `veth`, `files`, `daemon`) is written before the piece
 it names exists, so `down` removes exactly what `up` made, in reverse order, whatever
 point a crash or a `kill -9` stopped it at; each removal treats "already gone" as done.
-A `cluster.up` that finds the record of one that did not finish removes that first, then
-builds the cluster again: either command recovers from a crash.
+A `cluster.up` that finds a node's daemon dead starts it again in place (on its data root,
+so the node keeps its swarm identity and the rest of the cluster keeps running); one that
+finds the record of an `up` that did not finish, or a node it cannot start again, removes
+what is recorded first, then builds the cluster again: either command recovers from a
+crash. `restart` stops one node's daemon as a reboot would and starts it again.
 
 Nothing here touches the host's own Docker daemon but `docker save` (`images`).
 """
@@ -114,20 +117,23 @@ def up(
         if existing is not None:
             owner = manifest.find(Kind.CLUSTER, "owner")
             assert owner is not None
-            ready = all(n.ready for n in node_states(existing))
-            if owner.details.get("state") == COMPLETE and ready:
-                if len(existing.nodes) != count or existing.managers != managers:
-                    raise ClusterError(
-                        f"the cluster is up with {len(existing.nodes)} nodes "
-                        f"({existing.managers} manager(s)); run `uv run invoke cluster.down` "
-                        "first to change that"
-                    )
+            complete = owner.details.get("state") == COMPLETE
+            same = len(existing.nodes) == count and existing.managers == managers
+            states = node_states(existing)
+            ready = all(n.ready for n in states)
+            if complete and not same and ready:
+                raise ClusterError(
+                    f"the cluster is up with {len(existing.nodes)} nodes "
+                    f"({existing.managers} manager(s)); run `uv run invoke cluster.down` "
+                    "first to change that"
+                )
+            if complete and same and (ready or _heal(existing, states, progress)):
                 _load(existing, image_refs, progress)
-                progress("cluster.up: already up")
+                progress("cluster.up: already up" if ready else "cluster.up: whole again")
                 return existing
             progress(
                 "cluster.up: the cluster is not whole (an earlier run stopped, or a "
-                "node died): removing what is recorded first"
+                "node could not be started again): removing what is recorded first"
             )
             report = _teardown(manifest)
             if not report.clean:
@@ -184,6 +190,51 @@ def _build(manifest: Manifest, cluster: Cluster, progress: Progress) -> None:
         swarm.join(cluster.manager, node, cluster.role(node))
     swarm.rotate_tokens(cluster.manager)
     swarm.wait_ready(cluster.manager, [n.name for n in cluster.nodes])
+
+
+def _heal(cluster: Cluster, states: Sequence[NodeState], progress: Progress) -> bool:
+    """Start again, in place, each node whose daemon died, and wait until the swarm has
+    every node ready: what the cluster runs elsewhere keeps running. False if that did
+    not make it whole (then `up` rebuilds it)."""
+    try:
+        for node, state in zip(cluster.nodes, states, strict=True):
+            if not state.daemon:
+                progress(f"cluster.up: {node.name}'s Docker daemon is down: starting it again")
+                _revive(cluster.layout, node)
+        swarm.wait_ready(cluster.manager, [n.name for n in cluster.nodes])
+    except ClusterError as exc:
+        progress(f"cluster.up: could not make the cluster whole in place: {exc}")
+        return False
+    return True
+
+
+def _revive(layout: Layout, node: Node) -> None:
+    """A node's daemon started again on its data root (so the node keeps its place in
+    the swarm), after whatever was left of the old one is gone."""
+    daemons.remove(node)
+    daemons.prepare(layout, node)
+    daemons.wait_ready(layout, node, daemons.start(layout, node))
+
+
+def restart(layout: Layout, name: str, progress: Progress = print) -> float:
+    """Restart one node's Docker daemon as a reboot of that machine would: its containers
+    stop, the daemon starts again on its data root and rejoins the swarm, which restarts
+    or reschedules the tasks. The seconds until the swarm had it ready again."""
+    require_root()
+    state = status(layout)
+    if state.cluster is None or not state.complete:
+        raise ClusterError("no local cluster is up: run `uv run invoke cluster.up` first")
+    by_name = {n.name: n for n in state.cluster.nodes}
+    if name not in by_name:
+        raise ClusterError(f"no node {name!r}: the cluster's nodes are {', '.join(by_name)}")
+    node = by_name[name]
+    began = time.monotonic()
+    progress(f"cluster.restart: stopping {name}'s Docker daemon (it stops its containers) ...")
+    daemons.stop(node)
+    progress(f"cluster.restart: starting {name}'s Docker daemon again ...")
+    _revive(layout, node)
+    swarm.wait_ready(state.cluster.manager, [name])
+    return time.monotonic() - began
 
 
 def _load(cluster: Cluster, image_refs: Sequence[str], progress: Progress) -> None:

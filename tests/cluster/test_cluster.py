@@ -282,13 +282,10 @@ def test_a_dead_node_daemon_shows_and_up_makes_the_cluster_whole(
     assert not (other / "cluster").exists()
 
     node2 = nodes(2)[1]
-    dockerd = [
-        p
-        for p in processes.tagged_pids(node2.tag)
-        if b"dockerd" in (processes.cmdline(p) or (b"",))[0]
-    ]
-    assert dockerd, "node2's daemon not found by its tag"
-    os.kill(dockerd[0], signal.SIGKILL)
+    ids = on_node(1, "node", "ls", "--quiet").split()
+    dockerd = daemons.dockerd_pid(node2)
+    assert dockerd is not None, "node2's daemon not found by its tag"
+    os.kill(dockerd, signal.SIGKILL)
     wait_for(lambda: not daemons.answers(node2), timeout=30, what="node2's daemon gone")
     state = invoke("cluster.status", "--json", run_dir=run_dir)
     assert state.returncode == 1
@@ -298,5 +295,7 @@ def test_a_dead_node_daemon_shows_and_up_makes_the_cluster_whole(
 
     again = invoke("cluster.up", "--nodes", "3", "--no-image", run_dir=run_dir)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "not whole" in again.stdout
+    assert "node2's Docker daemon is down: starting it again" in again.stdout, again.stdout
+    assert "whole again" in again.stdout, again.stdout
+    assert on_node(1, "node", "ls", "--quiet").split() == ids, "healed in place, not rebuilt"
     assert invoke("cluster.status", run_dir=run_dir).returncode == 0

@@ -74,6 +74,24 @@ def test_the_tasks_answer_without_a_cluster(tmp_path: Path) -> None:
         assert says in done.stdout
 
 
+def test_restart_without_a_cluster_says_how_to_start_one(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("restart checks for root first")
+    done = subprocess.run(
+        [sys.executable, "-m", "invoke", "cluster.restart", "--node", "node2"]
+        + ["--run-dir", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "no local cluster is up: run `uv run invoke cluster.up` first" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "cluster").exists()
+
+
 def test_cgroups_are_removed_deepest_first_and_links_are_not_followed(tmp_path: Path) -> None:
     node = nodes(1)[0]
     (tmp_path / "cpu" / node.cgroup_parent / "abc" / "def").mkdir(parents=True)

@@ -1,7 +1,10 @@
 """The swarm runtime on the local 3-node cluster, as the README walks through it in a fresh
 clone: an echo agent provisioned as swarm services answers `kit.ping`; its key is only in
-its proxy's service; it answers again after its node is drained, a message sent while it
-moved answered afterwards; `kit.unprovision` and `cluster.down` leave nothing. (A fleet on
+its proxy's service; it answers again after its node is drained (a message sent while it
+moved answered afterwards), after its node's daemon restarts (`cluster.restart`), and from
+another node after every process of its node is killed (the node marked down), which
+`cluster.up` then starts again in place; `kit.unprovision` and `cluster.down` leave
+nothing. (A fleet on
 the cluster: the swarm benchmark's quick run in this lane, which fails on a fleet not on
 one image or not limited as its file says, on a message lost in a drain or
 a rollout, and on anything `fleet.down` leaves.)
@@ -20,6 +23,8 @@ from pathlib import Path
 import pytest
 
 from bandkit import processes
+from bandkit.cluster import daemons
+from bandkit.cluster.layout import Node
 from bandkit.runtimes.keychain import Keychain
 from tests.support import images
 from tests.support.cluster import host_state, leftovers, on_node
@@ -71,6 +76,8 @@ def test_the_readme_swarm_walkthrough_custody_and_a_drain(clone: Path, kit_image
         key = _agent_key(clone)
         _the_key_is_only_in_the_proxy_service(clone, key)
         _a_drained_node_moves_the_agent_and_a_message_sent_meanwhile_is_answered(clone)
+        _the_agent_answers_after_its_node_daemon_restarts(clone)
+        _the_agent_answers_from_another_node_when_its_node_vanishes(clone, block[0])
         gone = ok(clone, block[-2])
         for kind in ("service", "network", "secret", "config"):
             assert labelled(kind) == [], f"{kind}: {gone.stdout}{gone.stderr}"
@@ -228,3 +235,47 @@ def _a_drained_node_moves_the_agent_and_a_message_sent_meanwhile_is_answered(
         assert answered <= DRAIN_TARGET_S, f"answered {answered:.1f}s after the drain"
     finally:
         on_node(1, "node", "update", "--availability", "active", node)
+
+
+def _ping(clone: Path, timeout: float = 90) -> None:
+    ping = ok(clone, f"uv run invoke kit.ping --name {NAME} --timeout {timeout:.0f}", timeout * 2)
+    assert f"echo: @{NAME} ping:" in ping.stdout, ping.stdout
+
+
+def _the_agent_answers_after_its_node_daemon_restarts(clone: Path) -> None:
+    task = _running_task()
+    assert task is not None
+    restarted = ok(clone, f"uv run invoke cluster.restart --node {task[1]}")
+    assert f"{task[1]} ready again in" in restarted.stdout, restarted.stdout
+    _ping(clone)
+    again = _running_task()
+    assert again is not None
+    assert again[0] != task[0], "the restart left the old task running"
+
+
+def _the_agent_answers_from_another_node_when_its_node_vanishes(clone: Path, up: str) -> None:
+    """Every process of the agent's node killed (its daemon, containerd, the agent): the
+    swarm marks the node down and starts the agent elsewhere; a message sent while the
+    node is gone is answered; then `cluster.up` starts the node again in place."""
+    task = _running_task()
+    assert task is not None
+    if task[1] == "node1":  # the only manager: move the agent to a worker first
+        on_node(1, "node", "update", "--availability", "drain", "node1")
+        try:
+            wait_for(lambda: not _running_on("node1"), timeout=60, what="the agent off node1")
+        finally:
+            on_node(1, "node", "update", "--availability", "active", "node1")
+        wait_for(lambda: _running_task() is not None, timeout=60, what="the agent running")
+        task = _running_task()
+        assert task is not None
+    node = task[1]
+    daemons.kill(Node(int(node.removeprefix("node"))))
+    _ping(clone)
+    moved = _running_task()
+    assert moved is not None
+    assert moved[1] != node, moved
+    state = on_node(1, "node", "inspect", "--format", "{{.Status.State}}", node).strip()
+    assert state == "down", state
+    healed = ok(clone, up)
+    assert "whole again" in healed.stdout, healed.stdout
+    ok(clone, "uv run invoke cluster.status")
