@@ -245,9 +245,11 @@ def _ping(clone: Path, timeout: float = 90) -> None:
 def _the_agent_answers_after_its_node_daemon_restarts(clone: Path) -> None:
     task = _running_task()
     assert task is not None
+    began = time.monotonic()
     restarted = ok(clone, f"uv run invoke cluster.restart --node {task[1]}")
     assert f"{task[1]} ready again in" in restarted.stdout, restarted.stdout
     _ping(clone)
+    print(f"{task[1]} restarted: the agent answered after {time.monotonic() - began:.1f}s")
     again = _running_task()
     assert again is not None
     assert again[0] != task[0], "the restart left the old task running"
@@ -269,8 +271,12 @@ def _the_agent_answers_from_another_node_when_its_node_vanishes(clone: Path, up:
         task = _running_task()
         assert task is not None
     node = task[1]
+    began = time.monotonic()
     daemons.kill(Node(int(node.removeprefix("node"))))
     _ping(clone)
+    print(
+        f"{node} killed: the agent answered from another node after {time.monotonic() - began:.1f}s"
+    )
     moved = _running_task()
     assert moved is not None
     assert moved[1] != node, moved

@@ -13,13 +13,15 @@ from bandkit.cluster.layout import RUN_ROOT, nodes
 
 
 def host_state() -> list[str]:
-    """The host daemon's containers and networks: the cluster must not change them."""
+    """The host daemon's containers and networks: the cluster must not change them. (A
+    container already being removed, say by an earlier lane, goes away by itself.)"""
     out = []
     for argv in (["ps", "-a", "--format", "{{.ID}} {{.Status}}"], ["network", "ls", "-q"]):
         done = subprocess.run(
             ["docker", *argv], capture_output=True, text=True, check=True, timeout=60
         )
-        out += sorted(done.stdout.split("\n"))
+        lines = [line for line in done.stdout.splitlines() if "Removal In Progress" not in line]
+        out += sorted(lines)
     return out
 
 
