@@ -1,6 +1,7 @@
 """The swarm runtime on the local 3-node cluster, as the README walks through it in a fresh
-clone: an echo agent provisioned as swarm services answers `kit.ping`; its key is only in
-its proxy's service; it answers again after its node is drained (a message sent while it
+clone: an echo agent provisioned as swarm services answers `kit.ping`; the demo's meeting
+runs on the cluster beside it (`demo.up --runtime swarm`); the agent's key is only in its
+proxy's service; it answers again after its node is drained (a message sent while it
 moved answered afterwards), after its node's daemon restarts (`cluster.restart`), and from
 another node after every process of its node is killed (the node marked down), which
 `cluster.up` then starts again in place; `kit.unprovision` and `cluster.down` leave
@@ -73,6 +74,8 @@ def test_the_readme_swarm_walkthrough_custody_and_a_drain(clone: Path, kit_image
         done = [ok(clone, line) for line in block[:-2]]
         assert "connected in" in done[3].stderr, done[3].stderr
         assert f"echo: @{NAME} ping:" in done[4].stdout
+        assert "verdict: decided" in done[5].stdout, done[5].stdout
+        assert "exit code 0" in done[5].stdout, done[5].stdout
         key = _agent_key(clone)
         _the_key_is_only_in_the_proxy_service(clone, key)
         _a_drained_node_moves_the_agent_and_a_message_sent_meanwhile_is_answered(clone)
