@@ -25,7 +25,8 @@ if TYPE_CHECKING:
         "runtime_class": "the pods' runtimeClassName (default gvisor; kata for Kata)",
         "namespace": "the namespace (default band-agents)",
         "platform": "the Band platform URL the proxies reach (default https://app.band.ai)",
-        "proxy_image": "the credential proxy sidecar's image",
+        "proxy_image": "the credential proxy sidecar's image (`fleet.build-proxy` makes "
+        "band-credential-proxy:local; push it where the cluster pulls from)",
     },
 )
 @reports("fleet.render")
@@ -65,6 +66,28 @@ def fleet_render(
         f"fleet.render: put each agent's key in {out}/keys/<name>.key, then "
         f"`kubectl apply -k {out}`"
     )
+
+
+@task(
+    name="build-proxy",
+    help={"base": "the kit image to build on (default band-python-kit:local)"},
+)
+@reports("fleet.build-proxy")
+def fleet_build_proxy(c: Context, base: str = "") -> None:
+    """Build the credential proxy's sidecar image that `fleet.render` names:
+    band-credential-proxy:local (and :<digest>), the kit image with the proxy added.
+
+    It runs as uid 1000 with no capability and a read-only root, reads the agent's key
+    and its client token from mounted files, and forwards only the platform's agent API.
+    A re-run with neither the kit image nor the proxy changed builds nothing. Proved
+    before it is reported: it runs with no network and answers --help.
+    """
+    from bandkit.image import proxy
+    from bandkit.image.facts import LOCAL_TAG
+
+    made = proxy.build(base=base or LOCAL_TAG)
+    print(f"fleet.build-proxy: {made.line()}")
+    print(made.tag)
 
 
 RUNTIME_HELP = "auto (sbx, else docker, else local), sbx, docker, swarm or local (default auto)"

@@ -11,15 +11,19 @@ For each agent, one file `<name>.yaml` with:
   dropped and `allowPrivilegeEscalation: false`; resource requests and limits from the
   fleet file;
 - the credential proxy as a native sidecar (an init container with `restartPolicy:
-  Always`), the only container that mounts the key; the agent reaches the platform only
-  through it, on the pod's loopback, with the kit's placeholder as its key;
+  Always`; its image `band-credential-proxy`, from `bandkit.image.proxy`), the only
+  container that mounts the key; the agent reaches the platform only through it, on the
+  pod's loopback, with the kit's placeholder as its key and the sidecar's client token in
+  its URLs (`$(BAND_PROXY_TOKEN)`, from a Secret of its own: the key's Secret holds the
+  key alone);
 - a NetworkPolicy denying all ingress, and all egress but DNS and the platform's port
   (the proxy's route; a NetworkPolicy cannot tell the pod's containers apart);
 
-and the agent key's Secret from `secretGenerator` (`keys/<name>.key`, written 0600 with a
-placeholder only when absent, so a re-render keeps a key put there; `keys/` is ignored
-by git). Then `kustomization.yaml` (the namespace, the labels, every file) and the
-namespace itself, with the `restricted` Pod Security level enforced.
+and the agent key's Secret and the token's from `secretGenerator` (`keys/<name>.key`,
+written 0600 with a placeholder only when absent, so a re-render keeps a key put there;
+`keys/<name>.token`, random, kept the same way; `keys/` is ignored by git). Then
+`kustomization.yaml` (the namespace, the labels, every file) and the namespace itself,
+with the `restricted` Pod Security level enforced.
 
 The image is an agent image that holds its workspace at `workspace_dir` (default
 /workspace), with its band.yaml (agent id set) and its venv synced in: nothing is
@@ -32,6 +36,7 @@ the kit's log and cache directories (`runtime.logPath`, `runtime.cachePath`).
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
@@ -39,6 +44,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from bandkit.fleet.spec import Agent, Fleet, FleetError
+from bandkit.proxies.keyproxy import is_loopback
 from bandkit.runtimes.base import PROXY_MANAGED_PLACEHOLDER
 from launcher.constants import DEFAULT_WS_URL, INSECURE_ENDPOINTS_ENV, CredentialName, EnvVar
 
@@ -47,6 +53,7 @@ PROXY_PORT: Final = 18080
 PLACEHOLDER: Final = PROXY_MANAGED_PLACEHOLDER  # what the agent sends; the proxy swaps the key
 WS_PATH: Final = urlsplit(DEFAULT_WS_URL).path
 KEY_PLACEHOLDER: Final = "REPLACE-WITH-THE-AGENT-KEY\n"
+TOKEN_ENV: Final = "BAND_PROXY_TOKEN"  # noqa: S105 (a variable's name: the token, in URLs)
 # Written at every start, under /home/agent/.local/share/band-kit; the state path is not:
 # it holds the agent image's sync stamp, which an emptyDir would hide.
 KIT_PATHS: Final = ("logs", "cache")
@@ -75,10 +82,14 @@ def pod_spec(
     fleet: Fleet, agent: Agent, *, runtime_class: str, proxy_image: str, platform: str
 ) -> dict[str, Any]:
     """The pod of one agent (shared by both workloads)."""
-    base = f"http://127.0.0.1:{PROXY_PORT}"
+    base = f"127.0.0.1:{PROXY_PORT}/$({TOKEN_ENV})"  # the sidecar's client token first
     agent_env = [
-        {"name": EnvVar.REST_URL.value, "value": base},
-        {"name": EnvVar.WS_URL.value, "value": f"ws://127.0.0.1:{PROXY_PORT}{WS_PATH}"},
+        {
+            "name": TOKEN_ENV,
+            "valueFrom": {"secretKeyRef": {"name": f"{agent.name}-proxy-token", "key": "token"}},
+        },
+        {"name": EnvVar.REST_URL.value, "value": f"http://{base}"},
+        {"name": EnvVar.WS_URL.value, "value": f"ws://{base}{WS_PATH}"},
         {"name": CredentialName.BAND_API_KEY.value, "value": PLACEHOLDER},
         {"name": INSECURE_ENDPOINTS_ENV, "value": "1"},  # plain ws/http: the pod's loopback
         {"name": "HOME", "value": "/home/agent"},
@@ -109,8 +120,12 @@ def pod_spec(
                     platform,
                     "--key-file",
                     "/run/band-key/agent-key",
+                    "--token-file",
+                    "/run/band-token/token",
                     "--placeholder",
                     PLACEHOLDER,
+                    "--state-dir",
+                    "/tmp/keyproxy",  # noqa: S108 (its own emptyDir)
                 ],
                 "ports": [{"name": "proxy", "containerPort": PROXY_PORT}],
                 "securityContext": _hardened(),
@@ -119,7 +134,9 @@ def pod_spec(
                     "limits": {"cpu": "200m", "memory": "128Mi"},
                 },
                 "volumeMounts": [
-                    {"name": "agent-key", "mountPath": "/run/band-key", "readOnly": True}
+                    {"name": "agent-key", "mountPath": "/run/band-key", "readOnly": True},
+                    {"name": "proxy-token", "mountPath": "/run/band-token", "readOnly": True},
+                    {"name": "proxy-tmp", "mountPath": "/tmp"},  # noqa: S108
                 ],
             }
         ],
@@ -139,9 +156,23 @@ def pod_spec(
                 "name": "agent-key",
                 "secret": {"secretName": f"{agent.name}-key", "defaultMode": 0o400},
             },
+            {
+                "name": "proxy-token",
+                "secret": {"secretName": f"{agent.name}-proxy-token", "defaultMode": 0o400},
+            },
+            {"name": "proxy-tmp", "emptyDir": {}},
             *({"name": m["name"], "emptyDir": {}} for m in scratch),
         ],
     }
+
+
+def _keep_or_write(path: Path, text: str) -> None:
+    """Write `text` to a new 0600 file; one already there is kept (a key put there)."""
+    if path.exists():
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def _labels(agent: Agent) -> dict[str, str]:
@@ -187,10 +218,19 @@ def network_policy(agent: Agent, platform_port: int) -> dict[str, Any]:
 
 
 def _port(platform: str) -> int:
+    """The platform origin's port; FleetError unless it is one the sidecar accepts: an
+    https origin (plain http only to a loopback host, where no key crosses a network)."""
     parts = urlsplit(platform)
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise FleetError(
             f"--platform must be an http(s) URL, e.g. https://app.band.ai (got {platform!r})"
+        )
+    if parts.path not in ("", "/") or parts.query or parts.username:
+        raise FleetError(f"--platform must be an origin, scheme://host[:port] (got {platform!r})")
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
+        raise FleetError(
+            f"--platform {platform} is plain http: the key would cross the network in the "
+            "clear, and the sidecar refuses it; use https"
         )
     return parts.port or (443 if parts.scheme == "https" else 80)
 
@@ -243,11 +283,8 @@ def render(
             [workload(fleet, agent, workload_kind, pod), network_policy(agent, port)],
         )
         files.append(f"{agent.name}.yaml")
-        key = keys / f"{agent.name}.key"
-        if not key.exists():
-            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(KEY_PLACEHOLDER)
+        _keep_or_write(keys / f"{agent.name}.key", KEY_PLACEHOLDER)
+        _keep_or_write(keys / f"{agent.name}.token", secrets.token_urlsafe(24) + "\n")
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
@@ -263,8 +300,20 @@ def render(
         "resources": files,
         "generatorOptions": {"disableNameSuffixHash": True},
         "secretGenerator": [
-            {"name": f"{a.name}-key", "type": "Opaque", "files": [f"agent-key=keys/{a.name}.key"]}
+            secret
             for a in fleet.spec.agents
+            for secret in (
+                {
+                    "name": f"{a.name}-key",
+                    "type": "Opaque",
+                    "files": [f"agent-key=keys/{a.name}.key"],
+                },
+                {
+                    "name": f"{a.name}-proxy-token",
+                    "type": "Opaque",
+                    "files": [f"token=keys/{a.name}.token"],
+                },
+            )
         ],
     }
     write("kustomization.yaml", [kustomization])

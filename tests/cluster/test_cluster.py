@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from bandkit import processes
 from bandkit.cluster import daemons
 from bandkit.cluster.layout import NETNS_DIR, nodes
 from bandkit.cluster.swarm import SERVICE_OPTIONS

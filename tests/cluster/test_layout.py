@@ -77,9 +77,9 @@ def test_the_tasks_answer_without_a_cluster(tmp_path: Path) -> None:
 def test_restart_without_a_cluster_says_how_to_start_one(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("restart checks for root first")
+    argv = [sys.executable, "-m", "invoke", "cluster.restart", "--node", "node2"]
     done = subprocess.run(
-        [sys.executable, "-m", "invoke", "cluster.restart", "--node", "node2"]
-        + ["--run-dir", str(tmp_path)],
+        [*argv, "--run-dir", str(tmp_path)],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -19,7 +19,7 @@ from bandkit.image.facts import host_arch
 from tests.demo.leftovers import process_leftovers
 from tests.support import images
 from tests.support.fleet import Platform, rollout_with_markers
-from tests.support.readme import clean_env, platform_listing, readme_block, run
+from tests.support.readme import clean_env, platform_listing, readme_block, readme_blocks, run
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.docker
@@ -62,6 +62,9 @@ def test_the_readme_fleet_walkthrough_as_written(clone: Path) -> None:
     ]
     platform_up, up, status, again, rollout, down = block
     run("uv run invoke build", clone)
+    (_prose, (build_proxy,)) = readme_blocks("Kubernetes, rendered and checked offline")[1]
+    made_proxy = run(build_proxy, clone)  # the sidecar's image, on the kit image just built
+    assert made_proxy.stdout.splitlines()[-1].startswith("band-credential-proxy:")
     run(platform_up, clone)
     try:
         made = run(up, clone)

@@ -21,7 +21,7 @@ def test_the_fleet_render_as_written(clone: Path) -> None:
     built = run("uv run kubectl kustomize dist/fleet", clone).stdout
     kinds = [d["kind"] for d in yaml.safe_load_all(built) if d]
     assert kinds.count("Sandbox") == 3
-    assert kinds.count("Secret") == 3
+    assert kinds.count("Secret") == 6  # per agent: its key, the sidecar's client token
     assert (out / "keys").stat().st_mode & 0o777 == 0o700
     status = run("git status --porcelain", clone).stdout
     assert status == "", status  # dist/ and the keys stay out of git

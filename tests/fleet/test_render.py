@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from bandkit.fleet import SANDBOX_SCHEMA, load, render
+from bandkit.fleet import SANDBOX_SCHEMA, FleetError, load, render
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "fleet" / "fleet.yaml"
@@ -101,11 +102,12 @@ def test_only_the_proxy_sidecar_mounts_the_key_and_the_pod_is_locked_down(
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["runAsUser"] == 1000
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-        key_volumes = [v["name"] for v in pod["volumes"] if "secret" in v]
-        assert key_volumes == ["agent-key"]
-        (volume,) = [v for v in pod["volumes"] if "secret" in v]
-        assert volume["secret"]["secretName"] == f"{name}-key"
+        secret_volumes = {v["name"]: v["secret"] for v in pod["volumes"] if "secret" in v}
+        assert secret_volumes["agent-key"]["secretName"] == f"{name}-key"
+        assert secret_volumes["proxy-token"]["secretName"] == f"{name}-proxy-token"
+        assert len(secret_volumes) == 2
         assert set(secrets[f"{name}-key"]["data"]) == {"agent-key"}  # the key alone
+        assert set(secrets[f"{name}-proxy-token"]["data"]) == {"token"}
         (proxy,) = pod["initContainers"]
         assert proxy["restartPolicy"] == "Always"  # a native sidecar
         (agent,) = pod["containers"]
@@ -115,11 +117,27 @@ def test_only_the_proxy_sidecar_mounts_the_key_and_the_pod_is_locked_down(
             assert context["allowPrivilegeEscalation"] is False
             assert context["capabilities"] == {"drop": ["ALL"]}
             assert set(container["resources"]) == {"requests", "limits"}
-        assert [m["name"] for m in proxy["volumeMounts"]] == ["agent-key"]
-        assert "agent-key" not in [m["name"] for m in agent["volumeMounts"]]
-        env = {e["name"]: e["value"] for e in agent["env"]}
+        assert [m["name"] for m in proxy["volumeMounts"]] == [
+            "agent-key",
+            "proxy-token",
+            "proxy-tmp",
+        ]
+        assert [m["name"] for m in agent["volumeMounts"]] == ["tmp", "kit-logs", "kit-cache"]
+        args = proxy["args"]
+        assert args[args.index("--key-file") + 1] == "/run/band-key/agent-key"
+        assert args[args.index("--upstream") + 1] == "https://app.band.ai"
+        # the agent: the token (never the key) from its Secret, first, then URLs using it
+        first, *rest = agent["env"]
+        assert first == {
+            "name": "BAND_PROXY_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": f"{name}-proxy-token", "key": "token"}},
+        }
+        env = {e["name"]: e["value"] for e in rest}
         assert env["BAND_API_KEY"] == "proxy-managed"
-        assert env["BAND_REST_URL"].startswith("http://127.0.0.1:")  # only via the sidecar
+        assert env["BAND_REST_URL"] == "http://127.0.0.1:18080/$(BAND_PROXY_TOKEN)"
+        assert env["BAND_WS_URL"] == (
+            "ws://127.0.0.1:18080/$(BAND_PROXY_TOKEN)/api/v1/socket/websocket"
+        )
     policies = [d for d in documents if d["kind"] == "NetworkPolicy"]
     assert len(policies) == 3
     for policy in policies:
@@ -166,11 +184,17 @@ def test_a_rerender_keeps_the_keys_put_there_and_keeps_them_private(tmp_path: Pa
     out = tmp_path / "out"
     render(load(EXAMPLE), out)
     key = out / "keys" / "echo-1.key"
+    token = out / "keys" / "echo-1.token"
     assert (out / "keys").stat().st_mode & 0o777 == 0o700
     assert key.stat().st_mode & 0o777 == 0o600
+    assert token.stat().st_mode & 0o777 == 0o600
+    first_token = token.read_text()
+    assert len(first_token.strip()) >= 32
+    assert first_token != (out / "keys" / "echo-2.token").read_text()
     key.write_text("band_a_real_key_canary_0123456789\n")
     render(load(EXAMPLE), out)
     assert key.read_text() == "band_a_real_key_canary_0123456789\n"
+    assert token.read_text() == first_token
     assert (out / ".gitignore").read_text() == "keys/\n"
     for path in out.glob("*.yaml"):  # the key lives in keys/ only, never in a manifest
         assert "canary" not in path.read_text()
@@ -202,3 +226,19 @@ def test_the_task_renders_the_example_and_refuses_a_bad_target(tmp_path: Path) -
     assert refused.returncode == 1
     assert "--target must be kubernetes" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("platform", "says"),
+    [
+        ("http://platform.example", "plain http"),
+        ("https://platform.example/api", "must be an origin"),
+        ("ftp://platform.example", "must be an http(s) URL"),
+    ],
+)
+def test_a_platform_the_sidecar_would_refuse_is_refused_at_render(
+    tmp_path: Path, platform: str, says: str
+) -> None:
+    with pytest.raises(FleetError, match=re.escape(says)):
+        render(load(EXAMPLE), tmp_path / "out", platform=platform)
+    assert not (tmp_path / "out").exists()

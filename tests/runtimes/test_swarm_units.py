@@ -11,10 +11,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bandkit.proxies.keyproxy import zipapp
 from bandkit.runtimes.base import SandboxError, SandboxSpec
 from bandkit.runtimes.docker.engine import Engine
 from bandkit.runtimes.select import get_runtime
-from bandkit.runtimes.swarm import objects, proxyapp
+from bandkit.runtimes.swarm import objects
 from tests.support.wait import wait_for
 
 
@@ -22,8 +23,8 @@ def test_the_proxy_zipapp_is_reproducible_and_runs_on_its_own(tmp_path: Path) ->
     """Isolated (`-I`: no site-packages, no user site, no PYTHONPATH), so it runs only if
     everything keyproxy imports is inside; it serves its route and answers a request
     without the token with 403 before it opens an upstream connection."""
-    data = proxyapp.build()
-    assert data == proxyapp.build()
+    data = zipapp.build()
+    assert data == zipapp.build()
     app = tmp_path / "keyproxy.pyz"
     app.write_bytes(data)
     box = tmp_path / "box"

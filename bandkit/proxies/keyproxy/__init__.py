@@ -82,7 +82,9 @@ The modules, one concern each:
   `response_head`);
 - `session`: one client connection's state machine (`Session`, `Upstream`, the raw
   WebSocket pipe);
-- `server`: the listeners and the entry point (`serve`, `main`).
+- `server`: the listeners and the entry point (`serve`, `main`);
+- `sidecar`: the entry point of a pod's sidecar (one route, key and token from files);
+- `zipapp`: all of it (and h11) as one file any Python runs.
 """
 
 from bandkit.proxies.keyproxy.config import (

@@ -8,8 +8,7 @@ The modules, one concern each:
   what one sandbox is made of, and what `docker service create` cannot express);
 - `objects`: the labelled swarm objects and the removal of only what is ours;
 - `relay`: the platform relay on the local cluster's hub (a host process whose listening
-  sockets live in the hub's network namespace), with its policy log;
-- `proxyapp`: the credential proxy as a zipapp shipped as a swarm config.
+  sockets live in the hub's network namespace), with its policy log.
 """
 
 from bandkit.runtimes.swarm.runtime import SwarmRuntime

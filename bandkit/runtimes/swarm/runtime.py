@@ -11,7 +11,7 @@ this run's label):
    hub (`relay`), the proxy's upstream, with the box's policy log.
 4. `<proxy>-cfg`: the proxy's config as a swarm secret (token, routes, the real keys),
    mounted into the proxy service only, 0400 for uid 1000.
-5. `<proxy>-app`: the credential proxy's code as a swarm config (`proxyapp`).
+5. `<proxy>-app`: the credential proxy's code as a swarm config (`bandkit.proxies.keyproxy.zipapp`).
 6. `bkp-<digest of run and name>`: the credential proxy service, on both overlays, as
    uid 1000 with no capability, restarted on any exit.
 7. `<name>`: the agent service, one replica, on the internal overlay only, running the
@@ -56,7 +56,7 @@ from bandkit.cluster.swarm import SERVICE_OPTIONS
 from bandkit.dockercli import BUILD_COMMAND
 from bandkit.fsio import UnsafePathError, read_regular, write_private
 from bandkit.manifest import Kind, Manifest, Remover, Resource
-from bandkit.proxies.keyproxy import is_loopback
+from bandkit.proxies.keyproxy import is_loopback, zipapp
 from bandkit.runtimes import boxnet
 from bandkit.runtimes.base import (
     ExecResult,
@@ -82,7 +82,7 @@ from bandkit.runtimes.docker.runtime import (
     startup_command,
 )
 from bandkit.runtimes.keychain import Secrets
-from bandkit.runtimes.swarm import objects, proxyapp, relay
+from bandkit.runtimes.swarm import objects, relay
 
 OWNER_RECORD = "owner.json"
 PROXY_PORT = 8080  # the proxy's first route listens here in its container; the next +1
@@ -279,7 +279,7 @@ class SwarmRuntime(Runtime):
         )
         with tempfile.TemporaryDirectory(prefix="bandkit-swarm-") as scratch:
             app = Path(scratch) / "keyproxy.pyz"
-            app.write_bytes(proxyapp.build())
+            app.write_bytes(zipapp.build())
             engine.run(
                 "config",
                 "create",

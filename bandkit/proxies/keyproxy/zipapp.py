@@ -1,9 +1,11 @@
-"""The credential proxy as one file a swarm service runs: a zipapp of `keyproxy`, the few
-modules it imports and `h11`, shipped to the proxy service as a swarm config (the kit
-image has a Python but not this package).
+"""The credential proxy as one file any Python 3.11+ runs: a zipapp of `keyproxy`, the few
+modules it imports and `h11`. The swarm runtime ships it to each proxy service as a swarm
+config (the kit image has a Python but not this package); the sidecar image
+(`bandkit.image.proxy`) carries it with the sidecar's entry point.
 
-`build()` makes it reproducibly (sorted entries, fixed timestamps): the same code is the
-same bytes on every run.
+`build(entry)` makes it reproducibly (sorted entries, fixed timestamps): the same code is
+the same bytes on every run. `entry` picks `__main__`: `server` (`PORTS_FILE HOST <
+config`) or `sidecar` (arguments and mounted files, `keyproxy.sidecar`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import io
 import zipfile
 from pathlib import Path
+from typing import Literal
 
 import h11
 
@@ -29,9 +32,11 @@ MODULES = (
     "proxies/keyproxy/heads.py",
     "proxies/keyproxy/server.py",
     "proxies/keyproxy/session.py",
+    "proxies/keyproxy/sidecar.py",
 )
+Entry = Literal["server", "sidecar"]
 MAIN = (
-    "import sys\nfrom bandkit.proxies.keyproxy.server import main\nsys.exit(main(sys.argv[1:]))\n"
+    "import sys\nfrom bandkit.proxies.keyproxy.{entry} import main\nsys.exit(main(sys.argv[1:]))\n"
 )
 EPOCH = (1980, 1, 1, 0, 0, 0)
 MAX_CONFIG_BYTES = 500 * 1024  # a swarm config's limit
@@ -44,11 +49,11 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes) -> None:
     archive.writestr(info, data)
 
 
-def build() -> bytes:
-    """The zipapp's bytes (run as `python -P keyproxy.pyz PORTS_FILE HOST < config`)."""
+def build(entry: Entry = "server") -> bytes:
+    """The zipapp's bytes (run as `python -P keyproxy.pyz ARGS`)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
-        _add(archive, "__main__.py", MAIN.encode())
+        _add(archive, "__main__.py", MAIN.format(entry=entry).encode())
         for module in MODULES:
             _add(archive, f"bandkit/{module}", (PACKAGE / module).read_bytes())
         h11_dir = Path(h11.__file__).resolve().parent
