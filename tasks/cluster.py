@@ -6,7 +6,7 @@ from invoke.context import Context
 from invoke.tasks import task
 
 from bandkit.errors import BandkitError
-from tasks._common import RUN_DIR_HELP, reports, resolve_run_dir
+from tasks._common import RUN_DIR_HELP, need, reports, resolve_run_dir
 
 KIT_IMAGE = "band-python-kit:local"
 
@@ -73,7 +73,7 @@ def cluster_status(c: Context, json: bool = False, run_dir: str = "") -> None:
     help={"node": "the node whose daemon to restart (node1, node2, ...)", "run_dir": RUN_DIR_HELP},
 )
 @reports("cluster.restart")
-def cluster_restart(c: Context, node: str, run_dir: str = "") -> None:
+def cluster_restart(c: Context, node: str = "", run_dir: str = "") -> None:
     """Restart one node's Docker daemon, as a reboot of that machine would: its containers
     stop, the daemon starts again on its own data and rejoins the swarm, and the swarm
     restarts or moves what ran there. A drill for what agents on the cluster survive.
@@ -82,6 +82,7 @@ def cluster_restart(c: Context, node: str, run_dir: str = "") -> None:
     """
     from bandkit import cluster
 
+    node = need(node, "--node", "node2")
     took = cluster.restart(cluster.Layout.of(resolve_run_dir(c, run_dir)), node)
     print(f"cluster.restart: {node} ready again in {took:.1f}s")
 
