@@ -310,8 +310,30 @@ def fresh_copy(source: Path, copy: Path, agent_id: str) -> None:
         write_agent_id(copy, PLACEHOLDER_AGENT_ID)
 
 
-def apply(want: Wanted, target: Target, *, base: str, log: Log) -> Applied:
-    """Make the agent's sandbox as `want` says, on `base`; proved connected."""
+class Staged:
+    """The agent images one converge run has built and staged, by (source, base,
+    runtime): a source's image is checked, built when missing and staged once per run,
+    however many of its agents change at once (the others wait for it, then reuse it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._locks: dict[tuple[str, str, str], threading.Lock] = {}
+        self._tags: dict[tuple[str, str, str], str] = {}
+
+    def tag(self, key: tuple[str, str, str], make: Callable[[], str]) -> str:
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._tags:
+                self._tags[key] = make()
+            return self._tags[key]
+
+
+def apply(
+    want: Wanted, target: Target, *, base: str, log: Log, images: Staged | None = None
+) -> Applied:
+    """Make the agent's sandbox as `want` says, on `base`; proved connected. `images`:
+    what this run has staged already (a run changing many agents passes one)."""
     began = time.monotonic()
     run_dir = target.run_dir
     if _key_lost(run_dir, want.name):
@@ -326,7 +348,7 @@ def apply(want: Wanted, target: Target, *, base: str, log: Log) -> Applied:
     source = source_digest(want.workspace)
     runs = ""
     if want.runtime in IMAGE_RUNTIMES:  # made before the old sandbox goes: it stays up
-        runs = _agent_image(want, run_dir, base, log)
+        runs = _agent_image(want, run_dir, base, log, images or Staged())
     removed = commands.remove_sandbox(want.name, run_dir=run_dir, api_key=target.api_key)
     if removed:
         log(f"old sandbox removed ({removed} part(s))")
@@ -348,25 +370,21 @@ def apply(want: Wanted, target: Target, *, base: str, log: Log) -> Applied:
     return Applied(result.agent_id, runs, source, time.monotonic() - began)
 
 
-_IMAGES: dict[tuple[str, str, str], threading.Lock] = {}
-_IMAGES_LOCK = threading.Lock()
-
-
-def _agent_image(want: Wanted, run_dir: Path, base: str, log: Log) -> str:
+def _agent_image(want: Wanted, run_dir: Path, base: str, log: Log, images: Staged) -> str:
     """The agent image of `want`'s source on `base`, built when missing and staged on its
     runtime (swarm: loaded into the nodes). One image per source and base: each agent's
-    copy is mounted at the source's path, which the image was synced for. Agents of one
-    source changed at once build and stage it once."""
+    copy is mounted at the source's path, which the image was synced for."""
     from bandkit.image import agent
 
-    key = (str(want.workspace.resolve()), base, want.runtime)
-    with _IMAGES_LOCK:
-        lock = _IMAGES.setdefault(key, threading.Lock())
-    with lock:
+    def make() -> str:
         made = agent.build(want.workspace, base=base, progress=log)
         log(f"agent image {made.line()}")
         get_runtime(want.runtime, run_dir=run_dir / "runtimes").stage_image(made.tag)
-    return made.tag
+        return made.tag
+
+    key = (str(want.workspace.resolve()), base, want.runtime)
+    tag = images.tag(key, make)
+    return tag
 
 
 def remove(name: str, target: Target) -> list[str]:
@@ -504,6 +522,8 @@ def up(
             if step.want is not None:
                 state.record(Kind.MEMBER, step.name, **step.want.details(file), done="")
 
+        images = Staged()
+
         def work(name: str) -> object:
             step = by_name[name]
             if step.action is Action.REMOVE or step.action is Action.REPLACE:
@@ -511,7 +531,9 @@ def up(
                 if failed or step.action is Action.REMOVE:
                     return failed
             assert step.want is not None
-            return apply(step.want, target, base=step.want.image, log=_agent_log(name))
+            return apply(
+                step.want, target, base=step.want.image, log=_agent_log(name), images=images
+            )
 
         began = time.monotonic()
         for name, result in _in_parallel(by_name, work, parallel):
@@ -591,7 +613,8 @@ def rollout(
     """Move every member onto `image`, `parallel` at a time; a batch is connected again
     before the next starts. A failed batch is put back on the image it ran, then this
     stops (FleetError): the batches before it stay on `image`."""
-    make = apply_one or (lambda w, base, log: apply(w, target, base=base, log=log))
+    images = Staged()
+    make = apply_one or (lambda w, base, log: apply(w, target, base=base, log=log, images=images))
     outcome = Outcome()
     path = state_path(target.run_dir)
     if not path.exists():

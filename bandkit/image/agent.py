@@ -7,9 +7,12 @@ the agent uid into the sandbox-owned venv), and commits the container. The image
 holds the venv and the launcher's stamp, so the launcher's existing fast path starts it
 with no `uv sync` and no download; the launch still runs every check it always runs.
 
-The tag is `band-agent-<workspace name>:<digest>`, the digest over the base image's id,
-uv.lock, pyproject.toml and the workspace path (what the fast path compares): a second
-build with none of them changed finds the image and builds nothing. The base is the kit
+The sync compiles the venv's bytecode (`UV_COMPILE_BYTECODE=1`): every sandbox starts
+from a fresh container of the image, which would otherwise compile each module it
+imports at every start. The tag is `band-agent-<workspace name>:<digest>`, the digest
+over the recipe, the base image's id, uv.lock, pyproject.toml and the workspace path
+(what the fast path compares): a second build with none of them changed finds the image
+and builds nothing. The base is the kit
 image (`band-python-kit:local`) or any image made from it (the demo's CLI image).
 
 Nothing of the build's own environment goes into the image: the variables the sync
@@ -40,6 +43,10 @@ PREBUILD = ["/opt/band/venv/bin/python", "-m", "launcher.prebuild"]
 LABEL = "bandkit.agent.workspace"  # the workspace path the image was synced for
 SKIPPED = "phase sync: skipped uv"  # what the launcher logs on its fast path
 FILES = ("uv.lock", "pyproject.toml")
+# How the image is made, in its tag: a change here makes every agent image anew. 2: the
+# venv's bytecode is compiled at build (each start of a sandbox is a fresh container, so
+# it would otherwise compile every module it imports, every time).
+RECIPE = "2"
 
 
 @dataclass(frozen=True)
@@ -68,7 +75,7 @@ def _workspace(raw: Path) -> Path:
 
 
 def tag_for(workspace: Path, base_id: str) -> str:
-    digest = hashlib.sha256(f"{base_id}\n{workspace}\n".encode())
+    digest = hashlib.sha256(f"{RECIPE}\n{base_id}\n{workspace}\n".encode())
     for name in FILES:
         digest.update(hashlib.sha256((workspace / name).read_bytes()).digest())
     name = re.sub(r"[^a-z0-9]+", "-", workspace.name.lower()).strip("-") or "agent"
@@ -85,7 +92,7 @@ def sync_argv(workspace: Path, bundle: Path | None) -> tuple[list[str], list[str
     """The `docker create`/`run` options, and the `env` variables before the command, that
     run the sync phase for `workspace` (uv trusting `bundle` too, when given)."""
     options = ["--entrypoint", "/usr/bin/env", "--volume", f"{workspace}:{workspace}:ro"]
-    variables = [f"WORKSPACE_DIR={workspace}"]
+    variables = [f"WORKSPACE_DIR={workspace}", "UV_COMPILE_BYTECODE=1"]
     if bundle is not None:
         options += ["--volume", f"{bundle}:{BUNDLE_IN_BUILD}:ro"]
         variables += [f"SSL_CERT_FILE={BUNDLE_IN_BUILD}", f"REQUESTS_CA_BUNDLE={BUNDLE_IN_BUILD}"]

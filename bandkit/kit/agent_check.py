@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from band_rest import (
+    AsyncRestClient,
     ChatMessageRequest,
     ChatMessageRequestMentionsItem,
     ParticipantRequest,
@@ -117,17 +118,21 @@ async def _ensure_member(api_key: str, rest_url: str, room_id: str, agent_id: st
         )
 
 
-async def _online(api_key: str, rest_url: str, room_id: str, agent_id: str) -> bool:
-    async with client(api_key, rest_url) as rest:
-        listed = await rest.human_api_participants.list_my_chat_participants(
-            chat_id=room_id, request_options=NO_RETRY
-        )
+async def _online(rest: AsyncRestClient, room_id: str, agent_id: str) -> bool:
+    listed = await rest.human_api_participants.list_my_chat_participants(
+        chat_id=room_id, request_options=NO_RETRY
+    )
     return any(str(p.id) == agent_id and bool(getattr(p, "online", False)) for p in listed.data)
 
 
 def is_online(*, api_key: str, rest_url: str, room_id: str, agent_id: str) -> bool:
     """Whether the platform lists the agent online in its home room now (one call)."""
-    return asyncio.run(_online(api_key, rest_url, room_id, agent_id))
+
+    async def once() -> bool:
+        async with client(api_key, rest_url) as rest:
+            return await _online(rest, room_id, agent_id)
+
+    return asyncio.run(once())
 
 
 def wait_online(
@@ -143,34 +148,43 @@ def wait_online(
     """Seconds until the platform lists the agent online; AgentCheckError at the deadline.
 
     `alive` lets the caller stop early when the sandbox already died (no point waiting);
-    it is asked every `ALIVE_EVERY_S` and at the deadline, not at every poll.
+    it is asked every `ALIVE_EVERY_S` and at the deadline, not at every poll. One client
+    polls for the whole wait (a client per poll costs a TLS context each: the CPU of a
+    fleet's start on a small machine).
     """
-    started = time.monotonic()
-    deadline = started + timeout_s
-    next_note = started + PROGRESS_EVERY_S
-    next_alive = started + ALIVE_EVERY_S
-    while True:
-        try:
-            if asyncio.run(_online(api_key, rest_url, room_id, agent_id)):
-                return time.monotonic() - started
-        except ApiError as exc:
-            raise AgentCheckError(
-                f"the platform answered HTTP {exc.status_code} while checking agent "
-                f"{agent_id}'s connection"
-            ) from None
-        now = time.monotonic()
-        if now >= min(next_alive, deadline):
-            if not alive():
-                raise AgentCheckError(f"the sandbox stopped before agent {agent_id} connected")
-            next_alive = time.monotonic() + ALIVE_EVERY_S
-        if now >= deadline:
-            raise AgentCheckError(
-                f"agent {agent_id} did not connect to {rest_url} within {timeout_s:.0f}s"
-            )
-        if now >= next_note:
-            progress(f"waiting for agent {agent_id} to connect ({now - started:.0f}s)")
-            next_note = now + PROGRESS_EVERY_S
-        time.sleep(POLL_S)
+
+    async def wait() -> float:
+        started = time.monotonic()
+        deadline = started + timeout_s
+        next_note = started + PROGRESS_EVERY_S
+        next_alive = started + ALIVE_EVERY_S
+        async with client(api_key, rest_url) as rest:
+            while True:
+                try:
+                    if await _online(rest, room_id, agent_id):
+                        return time.monotonic() - started
+                except ApiError as exc:
+                    raise AgentCheckError(
+                        f"the platform answered HTTP {exc.status_code} while checking agent "
+                        f"{agent_id}'s connection"
+                    ) from None
+                now = time.monotonic()
+                if now >= min(next_alive, deadline):
+                    if not alive():
+                        raise AgentCheckError(
+                            f"the sandbox stopped before agent {agent_id} connected"
+                        )
+                    next_alive = time.monotonic() + ALIVE_EVERY_S
+                if now >= deadline:
+                    raise AgentCheckError(
+                        f"agent {agent_id} did not connect to {rest_url} within {timeout_s:.0f}s"
+                    )
+                if now >= next_note:
+                    progress(f"waiting for agent {agent_id} to connect ({now - started:.0f}s)")
+                    next_note = now + PROGRESS_EVERY_S
+                await asyncio.sleep(POLL_S)
+
+    return asyncio.run(wait())
 
 
 @dataclass(frozen=True)
@@ -180,25 +194,23 @@ class Pong:
 
 
 async def _send(
-    api_key: str, rest_url: str, room_id: str, agent_id: str, agent_name: str, text: str
+    rest: AsyncRestClient, room_id: str, agent_id: str, agent_name: str, text: str
 ) -> str:
-    async with client(api_key, rest_url) as rest:
-        sent = await rest.human_api_messages.send_my_chat_message(
-            chat_id=room_id,
-            message=ChatMessageRequest(
-                content=f"@{agent_name} {text}",
-                mentions=[ChatMessageRequestMentionsItem(id=agent_id, name=agent_name)],
-            ),
-            request_options=NO_RETRY,
-        )
+    sent = await rest.human_api_messages.send_my_chat_message(
+        chat_id=room_id,
+        message=ChatMessageRequest(
+            content=f"@{agent_name} {text}",
+            mentions=[ChatMessageRequestMentionsItem(id=agent_id, name=agent_name)],
+        ),
+        request_options=NO_RETRY,
+    )
     return str(sent.data.id)
 
 
-async def _reply(api_key: str, rest_url: str, room_id: str, agent_id: str, token: str) -> str:
-    async with client(api_key, rest_url) as rest:
-        listed = await rest.human_api_messages.list_my_chat_messages(
-            chat_id=room_id, limit=50, request_options=NO_RETRY
-        )
+async def _reply(rest: AsyncRestClient, room_id: str, agent_id: str, token: str) -> str:
+    listed = await rest.human_api_messages.list_my_chat_messages(
+        chat_id=room_id, limit=50, request_options=NO_RETRY
+    )
     for message in listed.data:
         content = str(getattr(message, "content", "") or "")
         if str(getattr(message, "sender_id", "")) == agent_id and token in content:
@@ -210,12 +222,22 @@ def mention(
     *, api_key: str, rest_url: str, room_id: str, agent_id: str, agent_name: str, text: str
 ) -> None:
     """Post `@agent_name text` in the room, mentioning the agent (the human API)."""
-    asyncio.run(_send(api_key, rest_url, room_id, agent_id, agent_name, text))
+
+    async def once() -> None:
+        async with client(api_key, rest_url) as rest:
+            await _send(rest, room_id, agent_id, agent_name, text)
+
+    asyncio.run(once())
 
 
 def reply_to(*, api_key: str, rest_url: str, room_id: str, agent_id: str, token: str) -> str:
     """The agent's latest message in the room that carries `token` ("" while none)."""
-    return asyncio.run(_reply(api_key, rest_url, room_id, agent_id, token))
+
+    async def once() -> str:
+        async with client(api_key, rest_url) as rest:
+            return await _reply(rest, room_id, agent_id, token)
+
+    return asyncio.run(once())
 
 
 def ping(
@@ -227,18 +249,23 @@ def ping(
     agent_name: str,
     timeout_s: float = PING_TIMEOUT_S,
 ) -> Pong:
-    """Mention the agent with `ping:<token>` and wait for its message carrying the token."""
+    """Mention the agent with `ping:<token>` and wait for its message carrying the token
+    (one client for the mention and every poll)."""
     token = secrets.token_hex(6)
-    started = time.monotonic()
-    where = {"api_key": api_key, "rest_url": rest_url, "room_id": room_id, "agent_id": agent_id}
-    mention(**where, agent_name=agent_name, text=f"ping:{token}")
-    deadline = started + timeout_s
-    while True:
-        reply = reply_to(**where, token=token)
-        if reply:
-            return Pong(reply, time.monotonic() - started)
-        if time.monotonic() >= deadline:
-            raise AgentCheckError(
-                f"agent {agent_id} did not answer ping:{token} within {timeout_s:.0f}s"
-            )
-        time.sleep(POLL_S)
+
+    async def wait() -> Pong:
+        started = time.monotonic()
+        deadline = started + timeout_s
+        async with client(api_key, rest_url) as rest:
+            await _send(rest, room_id, agent_id, agent_name, f"ping:{token}")
+            while True:
+                reply = await _reply(rest, room_id, agent_id, token)
+                if reply:
+                    return Pong(reply, time.monotonic() - started)
+                if time.monotonic() >= deadline:
+                    raise AgentCheckError(
+                        f"agent {agent_id} did not answer ping:{token} within {timeout_s:.0f}s"
+                    )
+                await asyncio.sleep(POLL_S)
+
+    return asyncio.run(wait())

@@ -86,6 +86,11 @@ def test_an_agent_image_is_built_once_per_input_and_starts_with_no_download(
     assert config["Env"] == base["Env"]
     assert config["Entrypoint"] == base["Entrypoint"]
     assert config["Cmd"] == base["Cmd"]
+    # the venv's bytecode is in the image: a fresh container compiles nothing at start
+    count = 'find "$HOME/.local/share/band-kit/venv" -name "*.pyc" | wc -l'
+    run = ["docker", "run", "--rm", "--network", "none", "--entrypoint", "sh", tag, "-c"]
+    compiled = subprocess.run([*run, count], capture_output=True, text=True, check=True, timeout=60)
+    assert int(compiled.stdout.strip()) > 100, compiled.stdout
     # a changed lock input is another image
     pyproject = workspace / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace("echoes every", "echoes each"))

@@ -44,6 +44,7 @@ import json
 import secrets as _secrets
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -96,6 +97,7 @@ MEMORY_LIMIT = "2g"
 PROXY_MEMORY_LIMIT = "256m"
 PIDS_LIMIT = 512
 STOP_GRACE = "20s"
+PROXY_START_S = 60.0  # its image is on the node: starting it takes a second or two
 RESTART_DELAY = "2s"
 # A task's states from its creation until it runs (`docker service ps`, CurrentState).
 LIVE_STATES = frozenset(
@@ -325,6 +327,7 @@ class SwarmRuntime(Runtime):
             what="service create (credential proxy)",
             timeout=T_CREATE,
         )
+        self._wait_running(proxy, "the credential proxy")
         ports = [PROXY_PORT + index for index in range(len(routes))]
         return boxnet.proxied_urls(names, ports, token, proxy)
 
@@ -465,6 +468,18 @@ class SwarmRuntime(Runtime):
 
     def _service_running(self, service: str) -> bool:
         return any(state == "Running" for _id, _node, state in self._tasks(service))
+
+    def _wait_running(self, service: str, what: str) -> None:
+        """Wait until a task of `service` runs: the agent is started only once its proxy
+        runs (else its first requests find nothing listening, and it exits)."""
+        deadline = time.monotonic() + PROXY_START_S
+        while not self._service_running(service):
+            if time.monotonic() > deadline:
+                raise SandboxError(
+                    f"swarm: {what} ({service}) did not start within {PROXY_START_S:.0f}s; "
+                    f"see `docker service ps --no-trunc {service}` on the swarm"
+                )
+            time.sleep(0.2)
 
     def status(self, name: str) -> SandboxStatus:
         """Absent: no service. Running: a task is meant to run and on its way or up
