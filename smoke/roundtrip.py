@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from band_rest import ChatMessageRequest, ChatMessageRequestMentionsItem
-
+from bandkit.kit.agent_check import send
 from bandkit.kit.platform_api import NO_RETRY, client
 from smoke.target import Target
 
@@ -48,15 +47,7 @@ def run_async(make: Callable[[], Awaitable[T]]) -> T:
 async def send_marker(target: Target, room: str, agent_id: str, name: str, token: str) -> str:
     """Mention the agent with `marker:<token>` over REST; the message id."""
     async with client(target.user_key, target.rest_url) as rest:
-        sent = await rest.human_api_messages.send_my_chat_message(
-            chat_id=room,
-            message=ChatMessageRequest(
-                content=f"@{name} smoke probe {MARKER_PREFIX}{token}",
-                mentions=[ChatMessageRequestMentionsItem(id=agent_id, name=name)],
-            ),
-            request_options=NO_RETRY,
-        )
-    return str(sent.data.id)
+        return await send(rest, room, agent_id, name, f"smoke probe {MARKER_PREFIX}{token}")
 
 
 async def find_ack(

@@ -86,7 +86,7 @@ def fleet_build_proxy(c: Context, base: str = "") -> None:
     from bandkit.image.facts import LOCAL_TAG
 
     made = proxy.build(base=base or LOCAL_TAG)
-    print(f"fleet.build-proxy: {made.line()}")
+    print(f"fleet.build-proxy: {made.line()}, tagged {proxy.LOCAL}")
     print(made.tag)
 
 

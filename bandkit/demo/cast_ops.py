@@ -28,6 +28,7 @@ from typing import Final
 from bandkit.demo import DemoError
 from bandkit.dockercli import ImageError
 from bandkit.image import agent as agent_image
+from bandkit.image.built import BuiltImage
 from bandkit.kit.platform_api import (
     NO_RETRY,
     PLATFORM_ERRORS,
@@ -129,7 +130,7 @@ def agent_images(
 ) -> dict[Role, str]:
     """Each role's agent image on `base`, the three built at once."""
 
-    def one(role: Role) -> tuple[Role, agent_image.AgentImage]:
+    def one(role: Role) -> tuple[Role, BuiltImage]:
         try:
             return role, agent_image.build(requests[role].workspace, base=base, progress=log)
         except ImageError as exc:

@@ -30,10 +30,10 @@ import re
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from bandkit.dockercli import BUILD_COMMAND, ImageError, docker, image_exists, image_id, image_size
+from bandkit.image.built import BuiltImage
 from bandkit.image.facts import LOCAL_TAG
 
 BUILD_TIMEOUT_S = 1800.0
@@ -47,18 +47,6 @@ FILES = ("uv.lock", "pyproject.toml")
 # venv's bytecode is compiled at build (each start of a sandbox is a fresh container, so
 # it would otherwise compile every module it imports, every time).
 RECIPE = "2"
-
-
-@dataclass(frozen=True)
-class AgentImage:
-    tag: str
-    built: bool  # False: an image of the same inputs was there already
-    seconds: float
-    size_bytes: int
-
-    def line(self) -> str:
-        what = "built" if self.built else "up to date:"
-        return f"{what} {self.tag} ({self.size_bytes / 1e6:.0f} MB, {self.seconds:.1f}s)"
 
 
 def _workspace(raw: Path) -> Path:
@@ -110,7 +98,7 @@ def build(
     *,
     base: str = LOCAL_TAG,
     progress: Callable[[str], None] = print,
-) -> AgentImage:
+) -> BuiltImage:
     """The agent image of `workspace` on `base`: found, or built and proved."""
     began = time.monotonic()
     workspace = _workspace(workspace)
@@ -121,7 +109,7 @@ def build(
         raise ImageError(f"{base} has no entrypoint: is it the kit image?")
     tag = tag_for(workspace, image_id(base))
     if image_exists(tag):
-        return AgentImage(tag, False, time.monotonic() - began, image_size(tag))
+        return BuiltImage(tag, False, time.monotonic() - began, image_size(tag))
     progress(f"build-agent: syncing {workspace.name}'s locked dependencies into {tag} ...")
     name = f"band-agent-build-{secrets.token_hex(6)}"
     options, variables = sync_argv(workspace, host_bundle())
@@ -138,7 +126,7 @@ def build(
     finally:
         docker(["rm", "--force", name], 60, check=False)
     _prove(tag, workspace)
-    return AgentImage(tag, True, time.monotonic() - began, image_size(tag))
+    return BuiltImage(tag, True, time.monotonic() - began, image_size(tag))
 
 
 def _prove(tag: str, workspace: Path) -> None:

@@ -16,10 +16,10 @@ import hashlib
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from bandkit.dockercli import ImageError, docker, image_exists, image_id, image_size, require_image
+from bandkit.image.built import BuiltImage
 from bandkit.image.facts import LOCAL_TAG, REPO_ROOT
 from bandkit.proxies.keyproxy import zipapp
 
@@ -31,22 +31,7 @@ BUILD_TIMEOUT_S = 600.0
 USAGE = "usage: credential-proxy"  # the first words of its --help
 
 
-@dataclass(frozen=True)
-class ProxyImage:
-    tag: str
-    built: bool  # False: an image of the same inputs was there already
-    seconds: float
-    size_bytes: int
-
-    def line(self) -> str:
-        what = "built" if self.built else "up to date:"
-        return (
-            f"{what} {self.tag}, tagged {LOCAL} ({self.size_bytes / 1e6:.0f} MB, "
-            f"{self.seconds:.1f}s)"
-        )
-
-
-def build(*, base: str = LOCAL_TAG, progress: Callable[[str], None] = print) -> ProxyImage:
+def build(*, base: str = LOCAL_TAG, progress: Callable[[str], None] = print) -> BuiltImage:
     """The sidecar image on `base` (the kit image): found, or built and proved."""
     began = time.monotonic()
     require_image(base)
@@ -66,7 +51,7 @@ def build(*, base: str = LOCAL_TAG, progress: Callable[[str], None] = print) -> 
                 raise ImageError(f"the sidecar image's build failed:\n{tail}")
         _prove(tag)
     docker(["tag", tag, LOCAL], 30)
-    return ProxyImage(tag, built, time.monotonic() - began, image_size(tag))
+    return BuiltImage(tag, built, time.monotonic() - began, image_size(tag))
 
 
 def _prove(tag: str) -> None:

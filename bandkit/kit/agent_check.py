@@ -193,9 +193,11 @@ class Pong:
     seconds: float
 
 
-async def _send(
+async def send(
     rest: AsyncRestClient, room_id: str, agent_id: str, agent_name: str, text: str
 ) -> str:
+    """Post `@agent_name text` in the room through `rest`, mentioning the agent; the
+    message id."""
     sent = await rest.human_api_messages.send_my_chat_message(
         chat_id=room_id,
         message=ChatMessageRequest(
@@ -225,7 +227,7 @@ def mention(
 
     async def once() -> None:
         async with client(api_key, rest_url) as rest:
-            await _send(rest, room_id, agent_id, agent_name, text)
+            await send(rest, room_id, agent_id, agent_name, text)
 
     asyncio.run(once())
 
@@ -257,7 +259,7 @@ def ping(
         started = time.monotonic()
         deadline = started + timeout_s
         async with client(api_key, rest_url) as rest:
-            await _send(rest, room_id, agent_id, agent_name, f"ping:{token}")
+            await send(rest, room_id, agent_id, agent_name, f"ping:{token}")
             while True:
                 reply = await _reply(rest, room_id, agent_id, token)
                 if reply:

@@ -12,6 +12,7 @@ import pytest
 
 from bandkit.cluster import ClusterError, Layout, daemons, describe, lifecycle, network, status, up
 from bandkit.cluster.layout import MAX_NODES, nodes
+from tests import commands
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,14 +79,7 @@ def test_restart_without_a_cluster_says_how_to_start_one(tmp_path: Path) -> None
     if os.geteuid() != 0:
         pytest.skip("restart checks for root first")
     argv = [sys.executable, "-m", "invoke", "cluster.restart", "--node", "node2"]
-    done = subprocess.run(
-        [*argv, "--run-dir", str(tmp_path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=20,
-        check=False,
-    )
+    done = commands.run([*argv, "--run-dir", str(tmp_path)], timeout=20)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "no local cluster is up: run `uv run invoke cluster.up` first" in done.stderr
     assert "Traceback" not in done.stderr

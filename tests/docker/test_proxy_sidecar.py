@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from bandkit.image import proxy
+from tests import commands
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.docker
@@ -137,13 +138,7 @@ def test_the_sidecar_refuses_an_unreadable_key_file_by_name(kit_image: str) -> N
     image = proxy.build(base=kit_image, progress=lambda _line: None).tag
     argv = ["docker", "run", "--rm", "--network", "none", "--read-only", "--cap-drop", "ALL"]
     argv += [image, "--upstream", "https://platform.example", "--key-file", "/run/none/key"]
-    done = subprocess.run(
-        [*argv, "--token-file", "/run/none/token"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = commands.run([*argv, "--token-file", "/run/none/token"], timeout=60)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "cannot read the key file /run/none/key" in done.stderr
     assert "Traceback" not in done.stderr
