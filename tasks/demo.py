@@ -10,6 +10,9 @@ verdict, 3 hard kill on the message cap, 4 hard kill on the wall clock, 130 inte
 
 from __future__ import annotations
 
+import signal
+import threading
+
 from invoke.context import Context
 from invoke.exceptions import Exit
 from invoke.tasks import task
@@ -138,10 +141,25 @@ def demo_logs(
         return
     from bandkit.demo.follow import follow as follow_run
 
+    stop = threading.Event()
+
+    def on_ctrl_c(_signum: int, _frame: object) -> None:
+        if stop.is_set():  # a second Ctrl-C: now, even mid-read
+            raise KeyboardInterrupt
+        stop.set()
+
+    def sleep(seconds: float) -> None:  # Ctrl-C ends the follow here, between two reads
+        if stop.wait(seconds):
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_ctrl_c)
     try:
-        print(follow_run(where, roles=roles_for(role), lines=lines, out=_flushed), flush=True)
+        ended = follow_run(where, roles=roles_for(role), lines=lines, out=_flushed, sleep=sleep)
+        print(ended, flush=True)
     except KeyboardInterrupt:  # Ctrl-C is how a follow ends: not a failure
         print("demo.logs: stopped", flush=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _flushed(line: str) -> None:
