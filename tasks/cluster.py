@@ -65,7 +65,10 @@ def cluster_status(c: Context, json: bool = False, run_dir: str = "") -> None:
     state = cluster.status(cluster.Layout.of(resolve_run_dir(c, run_dir)))
     print(cluster.to_json(state) if json else "\n".join(cluster.describe(state)))
     if state.cluster is not None and not state.whole:
-        raise BandkitError("not every node is up and ready")
+        raise BandkitError(
+            "not every node is up and ready; `uv run invoke cluster.up` starts a dead "
+            "node's daemon again (what runs on the others keeps running)"
+        )
 
 
 @task(
