@@ -331,11 +331,15 @@ def _remove(layout: Layout, resource: Resource) -> None:
     if part == "daemon":
         daemons.remove(Node(int(details["node"])))
     elif part == "files":
-        path = layout.node_dir(Node(int(details["node"])))
+        node = Node(int(details["node"]))
+        path = layout.node_dir(node)
         if path.is_symlink():
             path.unlink()
         elif path.exists():
             shutil.rmtree(path)
+        # its runtime dir too: `prepare` makes it before the daemon's own entry exists
+        if node.run.is_dir() and not node.run.is_symlink():
+            shutil.rmtree(node.run)
     elif part == "veth":
         network.remove_veth(details["name"])
     elif part == "netns":
