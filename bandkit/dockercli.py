@@ -85,6 +85,11 @@ def docker(
     )
 
 
+def output_tail(done: subprocess.CompletedProcess[str], lines: int = 8) -> str:
+    """The last `lines` lines of a finished command's stderr, then stdout: for an error."""
+    return "\n".join((done.stderr + done.stdout).strip().splitlines()[-lines:])
+
+
 def image_exists(ref: str) -> bool:
     return docker(["image", "inspect", "--format", "{{.Id}}", ref], 30, check=False).returncode == 0
 

@@ -383,8 +383,7 @@ def _agent_image(want: Wanted, run_dir: Path, base: str, log: Log, images: Stage
         return made.tag
 
     key = (str(want.workspace.resolve()), base, want.runtime)
-    tag = images.tag(key, make)
-    return tag
+    return images.tag(key, make)
 
 
 def remove(name: str, target: Target) -> list[str]:

@@ -32,7 +32,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bandkit.dockercli import BUILD_COMMAND, ImageError, docker, image_exists, image_id, image_size
+from bandkit.dockercli import (
+    BUILD_COMMAND,
+    ImageError,
+    docker,
+    image_exists,
+    image_id,
+    image_size,
+    output_tail,
+)
 from bandkit.image.built import BuiltImage
 from bandkit.image.facts import LOCAL_TAG
 
@@ -118,7 +126,7 @@ def build(
     try:
         ran = docker(["start", "--attach", name], BUILD_TIMEOUT_S, check=False)
         if ran.returncode != 0:
-            tail = "\n".join((ran.stderr + ran.stdout).strip().splitlines()[-12:])
+            tail = output_tail(ran, 12)
             raise ImageError(f"the sync in {base} failed:\n{tail}")
         changes = ["--change", f"ENTRYPOINT {json.dumps(entrypoint)}"]
         changes += ["--change", f"CMD {json.dumps(command or [])}"]
@@ -137,7 +145,7 @@ def _prove(tag: str, workspace: Path) -> None:
     ran = docker([*argv, *(entrypoint or []), *PREBUILD], PROOF_TIMEOUT_S, check=False)
     if ran.returncode != 0 or SKIPPED not in ran.stderr:
         docker(["image", "rm", tag], 60, check=False)
-        tail = "\n".join((ran.stderr + ran.stdout).strip().splitlines()[-8:])
+        tail = output_tail(ran)
         raise ImageError(
             f"{tag} was built but its launch would not take the fast path (removed):\n{tail}"
         )

@@ -18,7 +18,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bandkit.dockercli import ImageError, docker, image_exists, image_id, image_size, require_image
+from bandkit.dockercli import (
+    ImageError,
+    docker,
+    image_exists,
+    image_id,
+    image_size,
+    output_tail,
+    require_image,
+)
 from bandkit.image.built import BuiltImage
 from bandkit.image.facts import LOCAL_TAG, REPO_ROOT
 from bandkit.proxies.keyproxy import zipapp
@@ -47,7 +55,7 @@ def build(*, base: str = LOCAL_TAG, progress: Callable[[str], None] = print) -> 
             argv += ["--build-arg", f"KIT_IMAGE={base}", "--force-rm", context]
             done = docker(argv, BUILD_TIMEOUT_S, env={"DOCKER_BUILDKIT": "0"}, check=False)
             if done.returncode != 0:
-                tail = "\n".join((done.stderr + done.stdout).strip().splitlines()[-8:])
+                tail = output_tail(done)
                 raise ImageError(f"the sidecar image's build failed:\n{tail}")
         _prove(tag)
     docker(["tag", tag, LOCAL], 30)
@@ -59,5 +67,5 @@ def _prove(tag: str) -> None:
     ran = docker(["run", "--rm", *hardened, tag, "--help"], 60, check=False)
     if ran.returncode != 0 or not ran.stdout.startswith(USAGE):
         docker(["image", "rm", tag], 60, check=False)
-        tail = "\n".join((ran.stderr + ran.stdout).strip().splitlines()[-8:])
+        tail = output_tail(ran)
         raise ImageError(f"{tag} was built but does not run (removed):\n{tail}")

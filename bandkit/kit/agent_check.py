@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from band_rest import (
     AsyncRestClient,
@@ -38,6 +39,7 @@ PROGRESS_EVERY_S = 5.0
 CONNECT_TIMEOUT_S = 60.0
 PING_TIMEOUT_S = 30.0
 Progress = Callable[[str], None]
+T = TypeVar("T")
 
 
 class AgentCheckError(BandkitError):
@@ -118,6 +120,16 @@ async def _ensure_member(api_key: str, rest_url: str, room_id: str, agent_id: st
         )
 
 
+def _once(api_key: str, rest_url: str, call: Callable[[AsyncRestClient], Awaitable[T]]) -> T:
+    """One call through a client of its own (a wait polls through one client instead)."""
+
+    async def run() -> T:
+        async with client(api_key, rest_url) as rest:
+            return await call(rest)
+
+    return asyncio.run(run())
+
+
 async def _online(rest: AsyncRestClient, room_id: str, agent_id: str) -> bool:
     listed = await rest.human_api_participants.list_my_chat_participants(
         chat_id=room_id, request_options=NO_RETRY
@@ -127,12 +139,7 @@ async def _online(rest: AsyncRestClient, room_id: str, agent_id: str) -> bool:
 
 def is_online(*, api_key: str, rest_url: str, room_id: str, agent_id: str) -> bool:
     """Whether the platform lists the agent online in its home room now (one call)."""
-
-    async def once() -> bool:
-        async with client(api_key, rest_url) as rest:
-            return await _online(rest, room_id, agent_id)
-
-    return asyncio.run(once())
+    return _once(api_key, rest_url, lambda rest: _online(rest, room_id, agent_id))
 
 
 def wait_online(
@@ -224,22 +231,12 @@ def mention(
     *, api_key: str, rest_url: str, room_id: str, agent_id: str, agent_name: str, text: str
 ) -> None:
     """Post `@agent_name text` in the room, mentioning the agent (the human API)."""
-
-    async def once() -> None:
-        async with client(api_key, rest_url) as rest:
-            await send(rest, room_id, agent_id, agent_name, text)
-
-    asyncio.run(once())
+    _once(api_key, rest_url, lambda rest: send(rest, room_id, agent_id, agent_name, text))
 
 
 def reply_to(*, api_key: str, rest_url: str, room_id: str, agent_id: str, token: str) -> str:
     """The agent's latest message in the room that carries `token` ("" while none)."""
-
-    async def once() -> str:
-        async with client(api_key, rest_url) as rest:
-            return await _reply(rest, room_id, agent_id, token)
-
-    return asyncio.run(once())
+    return _once(api_key, rest_url, lambda rest: _reply(rest, room_id, agent_id, token))
 
 
 def ping(
