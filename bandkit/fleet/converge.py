@@ -46,13 +46,14 @@ from pathlib import Path
 from bandkit.dockercli import image_exists, image_id
 from bandkit.errors import BandkitError
 from bandkit.fleet.spec import Fleet, FleetError
+from bandkit.image.facts import KIT_DIR
 from bandkit.kit import agent_check, commands
 from bandkit.kit.band_yaml import has_real_id, read_agent_id, write_agent_id
 from bandkit.kit.provision import ProvisionRequest
 from bandkit.kit.rooms import room_key
-from bandkit.manifest import Kind, Manifest, Resource
+from bandkit.manifest import Kind, Manifest, Resource, teardown
 from bandkit.runtimes.base import Limits, RuntimeName, SandboxError, SandboxStatus
-from bandkit.runtimes.select import get_runtime, resolve_name
+from bandkit.runtimes.select import get_runtime, removers, resolve_name
 
 SKIPPED = (".venv", "__pycache__", ".run", ".git")  # never copied, never part of `source`
 IMAGE_RUNTIMES = (RuntimeName.DOCKER.value, RuntimeName.SWARM.value)  # run agent images
@@ -147,11 +148,6 @@ def wanted(fleet: Fleet, runtime: str) -> list[Wanted]:
         concrete = resolve_name(runtime).value
     except SandboxError as exc:
         raise FleetError(str(exc)) from None
-    if concrete == RuntimeName.SBX.value:
-        raise FleetError(
-            "fleets run on the docker, swarm or local runtime (give --runtime); on sbx, "
-            "provision each agent with `uv run invoke kit.provision --runtime sbx`"
-        )
     out = []
     for agent in fleet.spec.agents:
         workspace = fleet.workspace(agent)
@@ -268,7 +264,7 @@ def target_for(run_dir: Path, rest_url: str = "", *, stopped_ok: bool = False) -
 @dataclass(frozen=True)
 class Applied:
     agent_id: str
-    runs: str  # the image its sandbox runs ("" on local)
+    runs: str  # the image its sandbox runs (sbx: its template; "" on local)
     source: str
     seconds: float
 
@@ -329,6 +325,32 @@ class Staged:
             return self._tags[key]
 
 
+def stage_templates(state: Manifest, run_dir: Path, images: Iterable[str]) -> None:
+    """sbx: load each image the fleet's sandboxes are made on into sbx once, recorded in
+    the fleet's own state (`down` removes it after the last member). Recorded in one
+    agent's provision records instead, removing that agent would take the template from
+    every other one; staged here, each agent's provision finds it held and records
+    nothing."""
+    wanted_images = sorted(set(images))
+    if not wanted_images:
+        return
+    sbx = get_runtime(RuntimeName.SBX.value, run_dir=run_dir / "runtimes", manifest=state)
+    for image in wanted_images:
+        try:
+            sbx.stage_image(image)
+        except SandboxError as exc:
+            raise FleetError(f"the fleet's sbx template {image}: {exc}") from None
+
+
+def _remove_templates(state: Manifest, run_dir: Path) -> list[str]:
+    """The templates `stage_templates` recorded, removed; what could not be."""
+    if not any(r.kind is Kind.TEMPLATE for r in state.resources):
+        return []
+    sbx = get_runtime(RuntimeName.SBX.value, run_dir=run_dir / "runtimes", manifest=state)
+    report = teardown(state, removers([sbx]), only=(Kind.TEMPLATE,))
+    return [line for line in report.lines() if line.startswith("FAILED")]
+
+
 def apply(
     want: Wanted, target: Target, *, base: str, log: Log, images: Staged | None = None
 ) -> Applied:
@@ -346,9 +368,11 @@ def apply(
             raise FleetError("; ".join(failed))
     copy = copy_dir(run_dir, want.name)
     source = source_digest(want.workspace)
-    runs = ""
+    runs, kit = "", None
     if want.runtime in IMAGE_RUNTIMES:  # made before the old sandbox goes: it stays up
         runs = _agent_image(want, run_dir, base, log, images or Staged())
+    elif want.runtime == RuntimeName.SBX.value:  # the kit, on `base` as its template
+        runs, kit = base, str(KIT_DIR)
     removed = commands.remove_sandbox(want.name, run_dir=run_dir, api_key=target.api_key)
     if removed:
         log(f"old sandbox removed ({removed} part(s))")
@@ -359,10 +383,11 @@ def apply(
         workspace=copy,
         rest_url=target.rest_url,
         ws_url=target.ws_url,
+        kit=kit,
         image=runs or None,
         platform=dict(target.platform),
         limits=want.limits,
-        mount_at=want.workspace.resolve() if runs else None,
+        mount_at=want.workspace.resolve() if want.runtime in IMAGE_RUNTIMES else None,
     )
     result = commands.run(
         request, runtime=want.runtime, run_dir=run_dir, api_key=target.api_key, log=log
@@ -520,6 +545,8 @@ def up(
         for step in acting:
             if step.want is not None:
                 state.record(Kind.MEMBER, step.name, **step.want.details(file), done="")
+        on_sbx = [s.want.image for s in acting if s.want is not None and _on_sbx(s.want)]
+        stage_templates(state, run_dir, on_sbx)
 
         images = Staged()
 
@@ -569,6 +596,10 @@ def up(
     return outcome
 
 
+def _on_sbx(want: Wanted) -> bool:
+    return want.runtime == RuntimeName.SBX.value
+
+
 def _tidy(run_dir: Path) -> None:
     """Remove the fleet's directories once nothing is left in them."""
     for path in (run_dir / "fleet" / "workspaces", run_dir / "fleet"):
@@ -595,6 +626,10 @@ def down(target: Target, *, parallel: int = 4, out: Log = print) -> Outcome:
             else:
                 why = "; ".join(result) if isinstance(result, list) else str(result)
                 outcome.failed.append(f"{name}: {why}")
+        if not _members(state):  # the last sandbox made on them is gone
+            outcome.failed += [
+                f"sbx template: {line}" for line in _remove_templates(state, target.run_dir)
+            ]
     _tidy(target.run_dir)
     outcome.raise_failed("uv run invoke fleet.down")
     out(f"fleet.down: {len(outcome.done)} agent(s) removed; agent images stay as build cache")
@@ -624,10 +659,12 @@ def rollout(
         if local:
             raise FleetError(
                 f"{', '.join(local)} run on the local runtime, which runs no image; "
-                "fleet.rollout is for docker and swarm fleets"
+                "fleet.rollout is for docker, swarm and sbx fleets"
             )
         if apply_one is None and not image_exists(image):
             raise FleetError(f"image {image} is not on this machine; build or load it first")
+        if apply_one is None and any(_on_sbx(Wanted.of(m)) for m in members):
+            stage_templates(state, target.run_dir, [image])
         size = max(1, parallel)
         batches = [members[i : i + size] for i in range(0, len(members), size)]
         for number, batch in enumerate(batches, 1):

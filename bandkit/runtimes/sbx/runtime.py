@@ -294,6 +294,11 @@ class SbxRuntime(Runtime):
     def remove_secret(self, sandbox: str, host: str, placeholder: str) -> None:
         secrets.remove_secret(self.cli, sandbox, host, placeholder)
 
+    def stage_image(self, image: str) -> None:
+        """Load local image `image` into sbx's image store unless it is held there (a
+        pinned or remote reference is sbx's to pull); recorded in this runtime's manifest."""
+        self.ensure_template(image)
+
     def ensure_template(self, image: str) -> str:
         """Make sure sbx holds local image `image` (the rules: `templates`). Returns what
         happened: "pinned", "not-local", "held" or "loaded"."""
