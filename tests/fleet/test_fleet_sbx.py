@@ -38,7 +38,7 @@ def _run(line: str, cwd: Path, sim: Sim, docker: FakeDocker) -> subprocess.Compl
 
 
 def test_the_readme_fleet_walkthrough_on_sbx(clone: Path) -> None:
-    readme = (clone / "README.md").read_text(encoding="utf-8")
+    readme = " ".join((clone / "README.md").read_text(encoding="utf-8").split())
     assert "with sbx, run `sbx policy init balanced` once and give `--runtime sbx`" in readme
     block = [
         line.replace("--runtime docker", "--runtime sbx")
