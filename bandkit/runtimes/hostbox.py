@@ -272,13 +272,16 @@ def _discard(path: Path) -> None:
 
 
 def base_env(root: Path, workspace: Path, env: Mapping[str, str], uid: int) -> dict[str, str]:
+    """The box's environment: `env` over the defaults, but WORKSPACE_DIR is always where
+    the box sees its workspace (`workspace`: a staged copy when the original is out of its
+    uid's reach, whatever path `env` gives)."""
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
         **host_network_env(),
         **interpreter(root, uid)[1],
-        "WORKSPACE_DIR": str(workspace),
         **env,
+        "WORKSPACE_DIR": str(workspace),
         processes.TAG_ENV: box_tag(root),
     }
 

@@ -3,6 +3,7 @@ tool-call redaction, the keychain, and the placeholder constant."""
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -130,3 +131,17 @@ def test_a_spec_mounts_its_first_workspace_where_mount_at_says() -> None:
     assert moved.mounts() == [(copy, source), (extra, extra)]
     assert moved.workspace_inside == source
     assert moved.workspace == copy  # host-side code keeps the host path
+
+
+def test_a_box_is_told_the_workspace_it_sees_not_the_one_its_caller_names(
+    tmp_path: Path,
+) -> None:
+    """The sbx simulator hands the host path as WORKSPACE_DIR; when the box's uid cannot
+    reach it, the box runs in a staged copy, and WORKSPACE_DIR must name the copy (a fleet
+    copy in a 0700 run directory failed with EACCES before)."""
+    from bandkit.runtimes import hostbox
+
+    staged = tmp_path / "box" / "workspace"
+    given = {"WORKSPACE_DIR": "/root/x", "A": "1"}
+    env = hostbox.base_env(tmp_path / "box", staged, given, os.getuid() or 1_900_000_001)
+    assert (env["WORKSPACE_DIR"], env["A"]) == (str(staged), "1")
