@@ -19,6 +19,11 @@ after create and on start, stopped before stop and rm, recorded in the manifest 
 sandbox's startup log (`logs().startup`). Kits are staged in the shape the installed sbx
 decodes (`kits`). A kit image built on this host is loaded into sbx's image store first,
 once per digest, and recorded so teardown removes it (`templates`).
+
+Secrets live in sbx's store, and a copy of each (the run directory's `runtimes/sbx/
+keychain`, 0600, never in the manifest) lets a sandbox be made again under its name:
+from 0.40 `sbx rm` deletes the sandbox's scoped secrets, and an agent key cannot be
+fetched twice. Removing a secret drops its copy first.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from bandkit.runtimes.base import (
     env_file,
     validate_name,
 )
+from bandkit.runtimes.keychain import Keychain
 from bandkit.runtimes.sbx import kits, policy, secrets, supervisor, templates
 from bandkit.runtimes.sbx.cli import T_CREATE, T_EXEC, Grammar, SbxCli, parse_json
 
@@ -81,6 +87,10 @@ class SbxRuntime(Runtime):
             kits_dir.parent / "supervisors" if kits_dir else tmp / f"bandkit-sbx-sup-{os.getuid()}"
         )
         self._supervise = supervise  # None: from the version (tests turn it off)
+        # A copy of each sandbox's secrets, 0600 beside its kits: from 0.40 `sbx rm` takes a
+        # sandbox's scoped secrets along, and an agent key is shown once, so making the
+        # sandbox again (a fleet update or rollout) re-sets them from here.
+        self.keys = Keychain(kits_dir.parent / "keychain") if kits_dir else None
         self._ids: dict[str, str] = {}  # name -> sbx id of the sandboxes created here
 
     # -- lifecycle
@@ -98,6 +108,10 @@ class SbxRuntime(Runtime):
             self.allow(host)
         for secret in spec.secrets:
             self.set_secret(name, secret)
+        given = {s.env for s in spec.secrets}
+        for kept in self.keys.secrets(name) if self.keys else []:
+            if kept.env not in given and not secrets.has_secret(self.cli, name, kept.hosts[0]):
+                self.set_secret(name, kept)  # an earlier sandbox of this name took it along
         self.record(Kind.SANDBOX, name, name=name, workspace=str(spec.workspace))
         try:
             self.cli.run(self._create_argv(spec, kit), what="create", timeout=T_CREATE)
@@ -287,11 +301,16 @@ class SbxRuntime(Runtime):
         if self.cli.grammar is Grammar.LEGACY:
             self.warn(secrets.VALUE_IN_ARGV.format(version=".".join(map(str, self.cli.version))))
         secrets.set_custom(self.cli, sandbox, secret)
+        if self.keys is not None:
+            self.keys.put(sandbox, secret)
 
     def has_secret(self, sandbox: str, host: str) -> bool:
-        return secrets.has_secret(self.cli, sandbox, host)
+        kept = self.keys is not None and self.keys.has(validate_name(sandbox), host)
+        return kept or secrets.has_secret(self.cli, sandbox, host)
 
     def remove_secret(self, sandbox: str, host: str, placeholder: str) -> None:
+        if self.keys is not None:  # first: the copy never outlives the secret
+            self.keys.drop(validate_name(sandbox), host=host)
         secrets.remove_secret(self.cli, sandbox, host, placeholder)
 
     def stage_image(self, image: str) -> None:
@@ -382,7 +401,7 @@ class SbxRuntime(Runtime):
     def _remove_secret(self, resource: Resource) -> None:
         details = resource.details
         host = details["hosts"].split(",")[0]
-        secrets.remove_secret(self.cli, details["sandbox"], host, details["placeholder"])
+        self.remove_secret(details["sandbox"], host, details["placeholder"])
 
     def _remove_rule(self, resource: Resource) -> None:
         policy.remove_rule(self.cli, resource.details["host"])
