@@ -3,7 +3,8 @@ README says to run it there: `sbx policy init balanced` once, then the block wit
 `--runtime sbx` for `--runtime docker`, in a fresh clone. Each agent is a sandbox of the
 kit with the fleet's image as its template (loaded into sbx once, from a stand-in docker
 serving a small genuine archive); the agents answer a ping after an idle period longer
-than the auto-stop; the rollout replaces every sandbox; `fleet.down` leaves no sandbox,
+than the auto-stop; the rollout replaces every sandbox (each agent keeps its key: a marker
+sent during its replacement is answered); `fleet.down` leaves no sandbox,
 template, secret, supervisor, platform agent or record."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from bandkit import processes
 from tests import commands
 from tests.fakes.docker_archive import DIR_ENV, FakeDocker
 from tests.fakes.simharness import Sim, simulator, watchers
+from tests.support.fleet import Platform, rollout_with_markers
 from tests.support.readme import clean_env, platform_listing, readme_block
 from tests.support.wait import wait_for
 
@@ -27,11 +29,15 @@ AGENTS = ("echo-1", "echo-2", "echo-3")
 IDLE_S = 3.0
 
 
-def _run(line: str, cwd: Path, sim: Sim, docker: FakeDocker) -> subprocess.CompletedProcess[str]:
+def _env(sim: Sim, docker: FakeDocker) -> dict[str, str]:
     env = clean_env()
     env |= {k: v for k, v in sim.env.items() if k == "PATH" or k.startswith("SBX_SIM_")}
     env[DIR_ENV] = str(docker.root)  # the simulator's PATH has the stand-in docker first
-    proc = commands.run(["bash", "-c", line], cwd=cwd, env=env)
+    return env
+
+
+def _run(line: str, cwd: Path, sim: Sim, docker: FakeDocker) -> subprocess.CompletedProcess[str]:
+    proc = commands.run(["bash", "-c", line], cwd=cwd, env=_env(sim, docker))
     assert proc.returncode == 0, f"`{line}` failed:\n{proc.stdout}\n{proc.stderr}"
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
@@ -68,10 +74,19 @@ def test_the_readme_fleet_walkthrough_on_sbx(clone: Path) -> None:
                 assert f"echo: @{name} ping:" in pong
             assert "nothing to do" in _run(again, clone, sim, docker).stdout
 
-            rolled = _run(rollout, clone, sim, docker)
-            assert f"{len(AGENTS)} agent(s) on band-python-kit:local" in rolled.stdout
-            for name in AGENTS:
-                assert f"fleet: {name}: old sandbox removed" in rolled.stderr
+            ids = {r["name"]: r["id"] for r in json.loads(sim("ls", "--json").stdout)["sandboxes"]}
+            platform = Platform(clone)
+            env = _env(sim, docker)
+            markers, stdout = rollout_with_markers(clone, rollout, platform, AGENTS, env)
+            assert f"{len(AGENTS)} agent(s) on band-python-kit:local" in stdout, stdout
+            listed = json.loads(sim("ls", "--json").stdout)["sandboxes"]
+            assert all(r["id"] != ids[r["name"]] for r in listed), (ids, listed)  # replaced
+            for name, marker in markers.items():  # the same agent, its key kept
+                wait_for(
+                    lambda n=name, m=marker: platform.answered(n, m),  # type: ignore[misc]
+                    timeout=60,
+                    what=f"{name} to answer {marker}",
+                )
             assert docker.saves() == 1  # the template stayed held: not loaded again
 
             _run(down, clone, sim, docker)
@@ -84,6 +99,7 @@ def test_the_readme_fleet_walkthrough_on_sbx(clone: Path) -> None:
             ]
             assert platform_listing(clone, "/api/v1/me/agents") == []
             assert not (clone / ".run" / "fleet").exists()
+            assert not list((clone / ".run" / "runtimes" / "sbx").glob("keychain/*"))
             assert not list((clone / ".run" / "provision").glob("echo-*"))
             wait_for(lambda: not watchers(sim.state), 5, "the idle watchers to exit")
         finally:

@@ -35,15 +35,19 @@ class Platform:
 
 
 def rollout_with_markers(
-    clone: Path, line: str, platform: Platform, agents: tuple[str, ...]
+    clone: Path,
+    line: str,
+    platform: Platform,
+    agents: tuple[str, ...],
+    env: dict[str, str] | None = None,
 ) -> tuple[dict[str, str], str]:
-    """Run the rollout `line`; as each agent's old sandbox is removed, mention it with a
-    marker. The markers sent, by agent, and the rollout's stdout."""
+    """Run the rollout `line` (in `env`, default a clean one); as each agent's old sandbox
+    is removed, mention it with a marker. The markers sent, by agent, and its stdout."""
     markers: dict[str, str] = {}
     proc = subprocess.Popen(
         ["bash", "-c", line],
         cwd=clone,
-        env=clean_env(),
+        env=env or clean_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
