@@ -23,6 +23,12 @@ key and rooms kept), its copy is made again from the source (the sandbox wrote i
 old one: nothing host-side reads it), and the sandbox is created and proved connected.
 A crash at any point leaves `done` empty and the next `fleet.up` applies that agent
 again.
+
+On sbx an agent's sandbox is the kit (`docker/band_python_kit`) with the member's image as
+its template, which `stage_templates` loads into sbx once for the fleet and records in the
+fleet's state (not in one agent's records: removing that agent would take it from the
+others); `down` removes it after the last member. The copy syncs at start, as
+`kit.provision --runtime sbx` does.
 """
 
 from __future__ import annotations
