@@ -187,22 +187,27 @@ def _agent_image(workspace: Path, image: str, runtime: str) -> str:
         "workspace": "the agent's workspace (band.yaml, pyproject.toml, uv.lock)",
         "base": "the image to build on: the kit image or one made from it "
         "(default band-python-kit:local)",
+        "carry": "also hold the workspace in the image at this path (e.g. /workspace), "
+        "for a cluster that mounts nothing (the Kubernetes render's workspace_dir)",
     },
 )
 @reports("kit.build-agent")
-def kit_build_agent(c: Context, workspace: str = "", base: str = "") -> None:
+def kit_build_agent(c: Context, workspace: str = "", base: str = "", carry: str = "") -> None:
     """Build an agent image: the kit image with the workspace's locked dependencies synced
     into the sandbox-owned venv, so it starts with no `uv sync` and no download.
 
-    Tagged by the digest of the base, uv.lock, pyproject.toml and the workspace path; a
-    re-run with none of them changed builds nothing. Proved before it is reported: a
-    launch's sync phase in it, without network, skips uv. Prints the tag last; run it with
-    `kit.provision --runtime docker --image TAG`.
+    Tagged by the digest of the base, uv.lock, pyproject.toml and the workspace path (with
+    --carry: the carry path and the workspace's files); a re-run with none of them changed
+    builds nothing. Proved before it is reported: a launch's sync phase in it, without
+    network, skips uv. Prints the tag last; run it with `kit.provision --runtime docker
+    --image TAG`, or name it as an agent's image in a fleet file to render.
     """
     from bandkit.image import agent
     from bandkit.image.facts import LOCAL_TAG
 
-    made = agent.build(Path(need(workspace, "--workspace", "./my-agent")), base=base or LOCAL_TAG)
+    made = agent.build(
+        Path(need(workspace, "--workspace", "./my-agent")), base=base or LOCAL_TAG, carry=carry
+    )
     print(f"kit.build-agent: {made.line()}")
     print(made.tag)
 

@@ -35,11 +35,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
-import os
 import shutil
-import stat
 import sys
 import threading
 import time
@@ -52,6 +49,7 @@ from pathlib import Path
 from bandkit.dockercli import image_exists, image_id
 from bandkit.errors import BandkitError
 from bandkit.fleet.spec import Fleet, FleetError
+from bandkit.image.agent import LEFT_OUT, source_digest
 from bandkit.image.facts import KIT_DIR
 from bandkit.kit import agent_check, commands
 from bandkit.kit.band_yaml import has_real_id, read_agent_id, write_agent_id
@@ -61,7 +59,6 @@ from bandkit.manifest import Kind, Manifest, Resource, teardown
 from bandkit.runtimes.base import Limits, RuntimeName, SandboxError, SandboxStatus
 from bandkit.runtimes.select import get_runtime, removers, resolve_name
 
-SKIPPED = (".venv", "__pycache__", ".run", ".git")  # never copied, never part of `source`
 IMAGE_RUNTIMES = (RuntimeName.DOCKER.value, RuntimeName.SWARM.value)  # run agent images
 COMPARED = ("image", "source", "limits")  # what an update changes (runtime: a replace)
 
@@ -74,28 +71,6 @@ def state_path(run_dir: Path) -> Path:
 
 def copy_dir(run_dir: Path, name: str) -> Path:
     return run_dir / "fleet" / "workspaces" / name
-
-
-def source_digest(workspace: Path) -> str:
-    """A digest of what the agent's copy is made from: each path, its kind, its
-    executable bit, and the content of a file or the target of a link."""
-    digest = hashlib.sha256()
-    for root, dirs, files in os.walk(workspace):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED)
-        for name in sorted(files):
-            path = Path(root, name)
-            info = path.lstat()
-            rel = path.relative_to(workspace).as_posix()
-            if stat.S_ISLNK(info.st_mode):
-                digest.update(f"L {rel} {os.readlink(path)}\n".encode())
-            elif stat.S_ISREG(info.st_mode):
-                executable = "x" if info.st_mode & 0o111 else "-"
-                digest.update(f"F {rel} {executable}\n".encode())
-                digest.update(hashlib.sha256(path.read_bytes()).digest())
-        for name in dirs:
-            if Path(root, name).is_symlink():
-                digest.update(f"L {Path(root, name).relative_to(workspace).as_posix()}\n".encode())
-    return digest.hexdigest()[:20]
 
 
 def limits_text(limits: Limits) -> str:
@@ -303,7 +278,7 @@ def fresh_copy(source: Path, copy: Path, agent_id: str) -> None:
     elif copy.exists():
         shutil.rmtree(copy)
     copy.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    shutil.copytree(source, copy, symlinks=True, ignore=shutil.ignore_patterns(*SKIPPED))
+    shutil.copytree(source, copy, symlinks=True, ignore=shutil.ignore_patterns(*LEFT_OUT))
     if agent_id:
         write_agent_id(copy, agent_id)
     elif has_real_id(read_agent_id(copy)):

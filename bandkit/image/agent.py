@@ -15,6 +15,14 @@ over the recipe, the base image's id, uv.lock, pyproject.toml and the workspace 
 and builds nothing. The base is the kit
 image (`band-python-kit:local`) or any image made from it (the demo's CLI image).
 
+With `carry` (a path inside the image, such as /workspace) the image also holds the
+workspace itself there, for a cluster that mounts nothing from a host (the Kubernetes
+render): the sync runs for the workspace at that path, and the files are copied in first
+from a read-only mount, root's and read-only for the agent, without `.venv`, `.run`,
+`.git` and `__pycache__` (symbolic links are copied as links). Its tag then follows the
+carry path and a digest of the files (`source_digest`), not the host path: the same
+workspace from anywhere is the same image.
+
 Nothing of the build's own environment goes into the image: the variables the sync
 needs are given to `env` in the command (never `--env`, which a commit would keep), and
 the base's entrypoint and command are put back. Before it reports success the image is
@@ -28,9 +36,10 @@ import json
 import os
 import re
 import secrets
+import stat
 import time
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from bandkit.dockercli import (
     BUILD_COMMAND,
@@ -55,6 +64,17 @@ FILES = ("uv.lock", "pyproject.toml")
 # venv's bytecode is compiled at build (each start of a sandbox is a fresh container, so
 # it would otherwise compile every module it imports, every time).
 RECIPE = "2"
+LEFT_OUT = (".venv", "__pycache__", ".run", ".git")  # never carried, nor in `source_digest`
+CARRY_SOURCE = "/mnt/bandkit-workspace"  # the workspace, read-only, while it is copied in
+# `sh -c CARRY_SCRIPT DEST COMMAND...`: copy the workspace to DEST (links as links), drop
+# what is never carried, make it read-only for all but root, then run the sync.
+CARRY_SCRIPT = (
+    'set -eu; mkdir -p "$0"; cp -R -P --preserve=mode,timestamps '
+    + CARRY_SOURCE
+    + '/. "$0"/; cd "$0"; find . \\( '
+    + " -o ".join(f"-name {name}" for name in LEFT_OUT)
+    + ' \\) -prune -exec rm -rf {} +; chmod -R u+rwX,go-w,go+rX "$0"; exec "$@"'
+)
 
 
 def _workspace(raw: Path) -> Path:
@@ -70,10 +90,36 @@ def _workspace(raw: Path) -> Path:
     return workspace
 
 
-def tag_for(workspace: Path, base_id: str) -> str:
-    digest = hashlib.sha256(f"{RECIPE}\n{base_id}\n{workspace}\n".encode())
+def source_digest(workspace: Path) -> str:
+    """A digest of a workspace's files: each path, its kind, its executable bit, and the
+    content of a file or the target of a link (`LEFT_OUT` left out)."""
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(workspace):
+        dirs[:] = sorted(d for d in dirs if d not in LEFT_OUT)
+        for name in sorted(files):
+            path = Path(root, name)
+            info = path.lstat()
+            rel = path.relative_to(workspace).as_posix()
+            if stat.S_ISLNK(info.st_mode):
+                digest.update(f"L {rel} {os.readlink(path)}\n".encode())
+            elif stat.S_ISREG(info.st_mode):
+                executable = "x" if info.st_mode & 0o111 else "-"
+                digest.update(f"F {rel} {executable}\n".encode())
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+        for name in dirs:
+            if Path(root, name).is_symlink():
+                digest.update(f"L {Path(root, name).relative_to(workspace).as_posix()}\n".encode())
+    return digest.hexdigest()[:20]
+
+
+def tag_for(workspace: Path, base_id: str, carry: str = "") -> str:
+    """The tag: over the recipe, the base, where the workspace is inside (the host path,
+    or `carry`) and its lock files; with `carry`, its files too."""
+    digest = hashlib.sha256(f"{RECIPE}\n{base_id}\n{carry or workspace}\n".encode())
     for name in FILES:
         digest.update(hashlib.sha256((workspace / name).read_bytes()).digest())
+    if carry:
+        digest.update(f"carried {source_digest(workspace)}\n".encode())
     name = re.sub(r"[^a-z0-9]+", "-", workspace.name.lower()).strip("-") or "agent"
     return f"band-agent-{name[:40]}:{digest.hexdigest()[:20]}"
 
@@ -84,11 +130,16 @@ def _config(ref: str) -> tuple[list[str] | None, list[str] | None]:
     return config.get("Entrypoint"), config.get("Cmd")
 
 
-def sync_argv(workspace: Path, bundle: Path | None) -> tuple[list[str], list[str]]:
+def sync_argv(
+    workspace: Path, bundle: Path | None, *, carry: str = ""
+) -> tuple[list[str], list[str]]:
     """The `docker create`/`run` options, and the `env` variables before the command, that
-    run the sync phase for `workspace` (uv trusting `bundle` too, when given)."""
-    options = ["--entrypoint", "/usr/bin/env", "--volume", f"{workspace}:{workspace}:ro"]
-    variables = [f"WORKSPACE_DIR={workspace}", "UV_COMPILE_BYTECODE=1"]
+    run the sync phase for `workspace` (uv trusting `bundle` too, when given): mounted
+    read-only at its own path; with `carry`, at the path the image holds it, which a
+    carrying build mounts at CARRY_SOURCE to copy in (see `build`)."""
+    options = ["--entrypoint", "/usr/bin/env"]
+    options += ["--volume", f"{workspace}:{CARRY_SOURCE if carry else workspace}:ro"]
+    variables = [f"WORKSPACE_DIR={carry or workspace}", "UV_COMPILE_BYTECODE=1"]
     if bundle is not None:
         options += ["--volume", f"{bundle}:{BUNDLE_IN_BUILD}:ro"]
         variables += [f"SSL_CERT_FILE={BUNDLE_IN_BUILD}", f"REQUESTS_CA_BUNDLE={BUNDLE_IN_BUILD}"]
@@ -101,28 +152,46 @@ def host_bundle() -> Path | None:
     return Path(raw) if raw and Path(raw).is_file() else None
 
 
+def _carry_path(carry: str) -> str:
+    path = PurePosixPath(carry)
+    if not path.is_absolute() or ".." in path.parts or str(path) in ("/", CARRY_SOURCE):
+        raise ImageError(
+            f"--carry {carry!r}: give an absolute path inside the image for the workspace, "
+            "such as /workspace"
+        )
+    return str(path)
+
+
 def build(
     workspace: Path,
     *,
     base: str = LOCAL_TAG,
+    carry: str = "",
     progress: Callable[[str], None] = print,
 ) -> BuiltImage:
-    """The agent image of `workspace` on `base`: found, or built and proved."""
+    """The agent image of `workspace` on `base` (holding the workspace at `carry`, when
+    given): found, or built and proved."""
     began = time.monotonic()
     workspace = _workspace(workspace)
+    carry = _carry_path(carry) if carry else ""
     if not image_exists(base):
         raise ImageError(f"image {base} is missing; run `{BUILD_COMMAND}`")
     entrypoint, command = _config(base)
     if not entrypoint:
         raise ImageError(f"{base} has no entrypoint: is it the kit image?")
-    tag = tag_for(workspace, image_id(base))
+    tag = tag_for(workspace, image_id(base), carry)
     if image_exists(tag):
         return BuiltImage(tag, False, time.monotonic() - began, image_size(tag))
-    progress(f"build-agent: syncing {workspace.name}'s locked dependencies into {tag} ...")
+    into = f" (the workspace at {carry})" if carry else ""
+    progress(f"build-agent: syncing {workspace.name}'s locked dependencies into {tag}{into} ...")
     name = f"band-agent-build-{secrets.token_hex(6)}"
-    options, variables = sync_argv(workspace, host_bundle())
-    create = ["create", "--name", name, "--label", f"{LABEL}={workspace}", *options, base]
-    docker([*create, *variables, *entrypoint, *PREBUILD], 120)
+    options, variables = sync_argv(workspace, host_bundle(), carry=carry)
+    run = [*variables, *entrypoint, *PREBUILD]
+    if carry:  # copied in as root first, then the same sync through the entrypoint
+        options[:2] = ["--entrypoint", "/bin/sh"]
+        run = ["-c", CARRY_SCRIPT, carry, "/usr/bin/env", *run]
+    label = f"{LABEL}={carry or workspace}"
+    docker(["create", "--name", name, "--label", label, *options, base, *run], 120)
     try:
         ran = docker(["start", "--attach", name], BUILD_TIMEOUT_S, check=False)
         if ran.returncode != 0:
@@ -133,13 +202,16 @@ def build(
         docker(["commit", *changes, name, tag], 600)
     finally:
         docker(["rm", "--force", name], 60, check=False)
-    _prove(tag, workspace)
+    _prove(tag, workspace, carry)
     return BuiltImage(tag, True, time.monotonic() - began, image_size(tag))
 
 
-def _prove(tag: str, workspace: Path) -> None:
-    """The sync phase in a fresh container of `tag`, with no network: it must skip uv."""
-    options, variables = sync_argv(workspace, None)
+def _prove(tag: str, workspace: Path, carry: str) -> None:
+    """The sync phase in a fresh container of `tag`, with no network (and, carrying, no
+    mount: the image's own copy): it must skip uv."""
+    options, variables = sync_argv(workspace, None, carry=carry)
+    if carry:
+        options = options[:2]  # no mount: the image's own copy
     entrypoint, _ = _config(tag)
     argv = ["run", "--rm", "--network", "none", *options, tag, *variables]
     ran = docker([*argv, *(entrypoint or []), *PREBUILD], PROOF_TIMEOUT_S, check=False)

@@ -64,8 +64,8 @@ def _build_agent(*args: str) -> subprocess.CompletedProcess[str]:
     return commands.invoke("kit.build-agent", *args, timeout=900)
 
 
-def _build(workspace: Path, base: str) -> tuple[str, str]:
-    done = _build_agent("--workspace", str(workspace), "--base", base)
+def _build(workspace: Path, base: str, *more: str) -> tuple[str, str]:
+    done = _build_agent("--workspace", str(workspace), "--base", base, *more)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.strip().splitlines()
     return lines[-1], lines[-2]
@@ -122,6 +122,49 @@ def test_an_agent_image_is_built_once_per_input_and_starts_with_no_download(
     assert hosts, policy  # the platform's route at least: the log is read
     assert not any(pypi in host for host in hosts for pypi in PYPI_HOSTS), hosts
     assert "echo: @imaged" in home.ok("kit.ping", "--name", "imaged").stdout
+
+
+def test_a_carried_workspace_is_in_the_image_and_its_files_make_the_tag(
+    home: Home, kit_image: str
+) -> None:
+    """`--carry /workspace`: the image holds the workspace there (root's, read-only for
+    the agent uid, a link kept as a link, no .venv), its launch takes the fast path with
+    nothing mounted (the build's proof), the same files from another directory are the
+    same image, and a changed file is another one."""
+    workspace = home.workspace("carried")
+    (workspace / ".venv").mkdir()
+    (workspace / ".venv" / "junk").write_text("never carried\n")
+    (workspace / "entry").symlink_to("main.py")
+    made: list[str] = []
+    try:
+        tag, said = _build(workspace, kit_image, "--carry", "/workspace")
+        made.append(tag)
+        assert said.startswith("kit.build-agent: built "), said
+        probe = (
+            'cd /workspace && echo $(ls -A) && stat -c "%u %a" main.py && '
+            "readlink entry && if [ -w main.py ]; then echo writable; else echo read-only; fi"
+        )
+        argv = ["docker", "run", "--rm", "--network", "none", "--user", "1000"]
+        argv += ["--entrypoint", "sh", tag, "-c", probe]
+        seen = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        assert seen.returncode == 0, seen.stderr
+        listing, owner, link, access = seen.stdout.splitlines()
+        assert listing.split() == sorted(p.name for p in workspace.iterdir() if p.name != ".venv")
+        assert (owner, link, access) == ("0 644", "main.py", "read-only")
+
+        elsewhere = home.root / "elsewhere" / "carried"
+        shutil.copytree(workspace, elsewhere, symlinks=True)
+        shutil.rmtree(elsewhere / ".venv")
+        again, said = _build(elsewhere, kit_image, "--carry", "/workspace")
+        assert (again, said.split()[1]) == (tag, "up"), said  # "up to date": found, not built
+        with (elsewhere / "main.py").open("a") as changed_file:
+            changed_file.write("# changed\n")
+        changed, _ = _build(elsewhere, kit_image, "--carry", "/workspace")
+        made.append(changed)
+        assert changed != tag
+    finally:
+        for ref in made:
+            subprocess.run(["docker", "image", "rm", ref], capture_output=True, timeout=60)
 
 
 def test_build_agent_says_what_is_missing(home: Home, tmp_path: Path) -> None:

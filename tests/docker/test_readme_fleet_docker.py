@@ -62,7 +62,18 @@ def test_the_readme_fleet_walkthrough_as_written(clone: Path) -> None:
     ]
     platform_up, up, status, again, rollout, down = block
     run("uv run invoke build", clone)
-    (_prose, (build_proxy,)) = readme_blocks("Kubernetes, rendered and checked offline")[1]
+    kubernetes = readme_blocks("Kubernetes, rendered and checked offline")
+    (_prose, (carry,)), (_prose, (build_proxy,)) = kubernetes[1], kubernetes[2]
+    carried = run(carry, clone).stdout.splitlines()[-1]  # the pods' agent image
+    try:
+        holds = ["docker", "run", "--rm", "--network", "none", "--entrypoint", "cat", carried]
+        band_yaml = subprocess.run(
+            [*holds, "/workspace/band.yaml"], capture_output=True, text=True, timeout=60
+        )
+        assert band_yaml.returncode == 0, band_yaml.stderr
+        assert "agent" in band_yaml.stdout, band_yaml.stdout
+    finally:
+        subprocess.run(["docker", "image", "rm", carried], capture_output=True, timeout=60)
     made_proxy = run(build_proxy, clone)  # the sidecar's image, on the kit image just built
     assert made_proxy.stdout.splitlines()[-1].startswith("band-credential-proxy:")
     run(platform_up, clone)

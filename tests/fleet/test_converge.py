@@ -12,6 +12,7 @@ import pytest
 
 from bandkit.fleet import FleetError, converge, load
 from bandkit.fleet.converge import Action, Applied, Have, Target, Wanted, plan
+from bandkit.image.agent import source_digest
 from bandkit.kit.band_yaml import read_agent_id
 from bandkit.manifest import Kind, Manifest
 from bandkit.runtimes.base import Limits, SandboxStatus
@@ -84,20 +85,20 @@ def test_the_source_digest_follows_files_modes_and_links_but_not_caches(tmp_path
     ws = tmp_path / "ws"
     (ws / "pkg").mkdir(parents=True)
     (ws / "main.py").write_text("print('hi')\n")
-    first = converge.source_digest(ws)
+    first = source_digest(ws)
     for cache in (".venv", "__pycache__", ".git"):
         (ws / cache).mkdir()
         (ws / cache / "x").write_text("noise")
-    assert converge.source_digest(ws) == first
+    assert source_digest(ws) == first
     (ws / "main.py").chmod(0o755)
-    executable = converge.source_digest(ws)
+    executable = source_digest(ws)
     assert executable != first
     (ws / "pkg" / "link").symlink_to("../main.py")
-    linked = converge.source_digest(ws)
+    linked = source_digest(ws)
     assert linked != executable
     (ws / "pkg" / "link").unlink()
     (ws / "pkg" / "link").symlink_to("elsewhere")
-    assert converge.source_digest(ws) != linked
+    assert source_digest(ws) != linked
 
 
 def test_a_fresh_copy_never_follows_a_link_the_sandbox_planted(tmp_path: Path) -> None:
