@@ -15,8 +15,7 @@ this run's label):
 6. `bkp-<digest of run and name>`: the credential proxy service, on both overlays, as
    uid 1000 with no capability, restarted on any exit.
 7. `<name>`: the agent service, one replica, on the internal overlay only, running the
-   kit's own launch command (once its proxy answers: `WAIT_FOR_PROXY`) with the
-   placeholder for each key and the proxy's URLs.
+   kit's own launch command (once its proxy answers: `WAIT_FOR_PROXY`) with the placeholder for each key and the proxy's URLs.
 
 Service options: `replicas 1`, restart on failure with a delay, a stop grace period,
 `--init` (the launcher is not written to be PID 1), spread placement, memory and pid
@@ -242,8 +241,6 @@ class SwarmRuntime(Runtime):
         env.update(urls)
         env.update({s.env: s.placeholder for s in keys})
         self._create_agent(name, spec, image, env, record, proxied=bool(urls))
-        if urls:  # both start at once (the agent's task waits for its proxy)
-            self._wait_running(str(record["proxy"]), "the credential proxy")
 
     def _start_proxy(
         self,
@@ -340,6 +337,7 @@ class SwarmRuntime(Runtime):
             what="service create (credential proxy)",
             timeout=T_CREATE,
         )
+        self._wait_running(proxy, "the credential proxy")
         ports = [PROXY_PORT + index for index in range(len(routes))]
         return boxnet.proxied_urls(names, ports, token, proxy)
 
@@ -487,8 +485,8 @@ class SwarmRuntime(Runtime):
         return any(state == "Running" for _id, _node, state in self._tasks(service))
 
     def _wait_running(self, service: str, what: str) -> None:
-        """Wait until a task of `service` runs (the credential proxy: a proxy that cannot
-        start is named here, not left to the agent's connect timeout)."""
+        """Wait until a task of `service` runs: the agent is started only once its proxy
+        runs (else its first requests find nothing listening, and it exits)."""
         deadline = time.monotonic() + PROXY_START_S
         while not self._service_running(service):
             if time.monotonic() > deadline:
