@@ -15,7 +15,8 @@ this run's label):
 6. `bkp-<digest of run and name>`: the credential proxy service, on both overlays, as
    uid 1000 with no capability, restarted on any exit.
 7. `<name>`: the agent service, one replica, on the internal overlay only, running the
-   kit's own launch command (once its proxy answers: `WAIT_FOR_PROXY`) with the placeholder for each key and the proxy's URLs.
+   kit's own launch command (once its proxy answers: `WAIT_FOR_PROXY`) with the
+   placeholder for each key and the proxy's URLs.
 
 Service options: `replicas 1`, restart on failure with a delay, a stop grace period,
 `--init` (the launcher is not written to be PID 1), spread placement, memory and pid
