@@ -15,8 +15,7 @@ this run's label):
 6. `bkp-<digest of run and name>`: the credential proxy service, on both overlays, as
    uid 1000 with no capability, restarted on any exit.
 7. `<name>`: the agent service, one replica, on the internal overlay only, running the
-   kit's own launch command (once its proxy answers: `WAIT_FOR_PROXY`) with the
-   placeholder for each key and the proxy's URLs.
+   kit's own launch command with the placeholder for each key and the proxy's URLs.
 
 Service options: `replicas 1`, restart on failure with a delay, a stop grace period,
 `--init` (the launcher is not written to be PID 1), spread placement, memory and pid
@@ -99,17 +98,7 @@ PROXY_MEMORY_LIMIT = "256m"
 PIDS_LIMIT = 512
 STOP_GRACE = "20s"
 PROXY_START_S = 60.0  # its image is on the node: starting it takes a second or two
-RESTART_DELAY = "1s"
-# Before the kit's entrypoint: wait (up to 60 s) until the proxy's name resolves and its
-# first port accepts, then exec the entrypoint either way. A task started on a node that
-# has not yet learnt its overlay's names (swarm gossips them: seconds after a drain) or
-# while its proxy moves would otherwise fail its first connect, exit and be restarted,
-# each time slower (the SDK holds back after a short-lived connection): measured in a
-# drain of 11 agents, one answered 37 s after the drain began instead of 17.
-WAIT_FOR_PROXY = (  # sh -c WAIT_FOR_PROXY HOST PORT COMMAND...
-    'port=$1; shift; i=0; until bash -c ": </dev/tcp/$0/$port" 2>/dev/null; do '
-    'i=$((i + 1)); [ "$i" -ge 300 ] && break; sleep 0.2; done; exec "$@"'
-)
+RESTART_DELAY = "2s"
 # A task's states from its creation until it runs (`docker service ps`, CurrentState).
 LIVE_STATES = frozenset(
     {"New", "Pending", "Assigned", "Accepted", "Preparing", "Ready", "Starting", "Running"}
@@ -238,10 +227,10 @@ class SwarmRuntime(Runtime):
         if spec.ca_cert_pem:
             env["PROXY_CA_CERT_B64"] = base64.b64encode(spec.ca_cert_pem.encode()).decode()
         keys = self.secrets.of(name)
-        urls = self._start_proxy(name, spec, keys, record, image) if keys else {}
-        env.update(urls)
-        env.update({s.env: s.placeholder for s in keys})
-        self._create_agent(name, spec, image, env, record, proxied=bool(urls))
+        if keys:
+            env.update(self._start_proxy(name, spec, keys, record, image))
+            env.update({s.env: s.placeholder for s in keys})
+        self._create_agent(name, spec, image, env, record)
 
     def _start_proxy(
         self,
@@ -385,8 +374,6 @@ class SwarmRuntime(Runtime):
         image: str,
         env: Mapping[str, str],
         record: Mapping[str, object],
-        *,
-        proxied: bool,
     ) -> None:
         owner = str(record["owner"])
         entrypoint, *command = startup_command()
@@ -405,10 +392,7 @@ class SwarmRuntime(Runtime):
         if self.local:  # the local cluster's nodes share this host's filesystem
             for path, inside in spec.mounts():
                 argv += ["--mount", f"type=bind,source={path},target={inside}"]
-        proxy = str(record.get("proxy", "")) if proxied else ""
-        argv += ["--entrypoint", "/bin/sh" if proxy else entrypoint, *SERVICE_OPTIONS]
-        if proxy:
-            command = ["-c", WAIT_FOR_PROXY, proxy, str(PROXY_PORT), entrypoint, *command]
+        argv += ["--entrypoint", entrypoint, *SERVICE_OPTIONS]
         self.record(Kind.SANDBOX, name, name=name, part="service", object=name, owner=owner)
         with env_file("docker", env) as env_path:
             if env_path is not None:
