@@ -131,14 +131,21 @@ def _config(ref: str) -> tuple[list[str] | None, list[str] | None]:
 
 
 def sync_argv(
-    workspace: Path, bundle: Path | None, *, carry: str = ""
+    workspace: Path,
+    bundle: Path | None,
+    *,
+    carry: str = "",
+    mounted: bool = True,
+    entrypoint: str = "/usr/bin/env",
 ) -> tuple[list[str], list[str]]:
     """The `docker create`/`run` options, and the `env` variables before the command, that
     run the sync phase for `workspace` (uv trusting `bundle` too, when given): mounted
-    read-only at its own path; with `carry`, at the path the image holds it, which a
-    carrying build mounts at CARRY_SOURCE to copy in (see `build`)."""
-    options = ["--entrypoint", "/usr/bin/env"]
-    options += ["--volume", f"{workspace}:{CARRY_SOURCE if carry else workspace}:ro"]
+    read-only at its own path; with `carry`, at the path the image holds it, and mounted
+    (unless not `mounted`: the image's own copy) at CARRY_SOURCE, to be copied in (see
+    `build`)."""
+    options = ["--entrypoint", entrypoint]
+    if mounted:
+        options += ["--volume", f"{workspace}:{CARRY_SOURCE if carry else workspace}:ro"]
     variables = [f"WORKSPACE_DIR={carry or workspace}", "UV_COMPILE_BYTECODE=1"]
     if bundle is not None:
         options += ["--volume", f"{bundle}:{BUNDLE_IN_BUILD}:ro"]
@@ -185,10 +192,10 @@ def build(
     into = f" (the workspace at {carry})" if carry else ""
     progress(f"build-agent: syncing {workspace.name}'s locked dependencies into {tag}{into} ...")
     name = f"band-agent-build-{secrets.token_hex(6)}"
-    options, variables = sync_argv(workspace, host_bundle(), carry=carry)
+    shell = "/bin/sh" if carry else "/usr/bin/env"  # carrying: copied in as root first
+    options, variables = sync_argv(workspace, host_bundle(), carry=carry, entrypoint=shell)
     run = [*variables, *entrypoint, *PREBUILD]
-    if carry:  # copied in as root first, then the same sync through the entrypoint
-        options[:2] = ["--entrypoint", "/bin/sh"]
+    if carry:  # then the same sync through the entrypoint
         run = ["-c", CARRY_SCRIPT, carry, "/usr/bin/env", *run]
     label = f"{LABEL}={carry or workspace}"
     docker(["create", "--name", name, "--label", label, *options, base, *run], 120)
@@ -209,9 +216,7 @@ def build(
 def _prove(tag: str, workspace: Path, carry: str) -> None:
     """The sync phase in a fresh container of `tag`, with no network (and, carrying, no
     mount: the image's own copy): it must skip uv."""
-    options, variables = sync_argv(workspace, None, carry=carry)
-    if carry:
-        options = options[:2]  # no mount: the image's own copy
+    options, variables = sync_argv(workspace, None, carry=carry, mounted=not carry)
     entrypoint, _ = _config(tag)
     argv = ["run", "--rm", "--network", "none", *options, tag, *variables]
     ran = docker([*argv, *(entrypoint or []), *PREBUILD], PROOF_TIMEOUT_S, check=False)
