@@ -59,11 +59,11 @@ def upstream() -> Iterator[int]:
     server.close()
 
 
-def _from_inside(port: int) -> subprocess.CompletedProcess[str]:
+def _from_inside(port: int, *, then: str = "") -> subprocess.CompletedProcess[str]:
     probe = (
         "import socket\n"
         f"s = socket.create_connection(('127.0.0.1', {port}), timeout=5)\n"
-        "s.sendall(b'hello'); print(s.recv(100).decode())\n"
+        "s.sendall(b'hello'); print(s.recv(100).decode())\n" + then
     )
     return subprocess.run(
         ["ip", "netns", "exec", NETNS, "python3", "-c", probe],
@@ -119,6 +119,24 @@ def test_the_relay_listens_inside_and_reaches_only_its_upstream(
     finally:
         relay.stop(box)
     assert not relay.running(box)
+
+
+def test_the_upstream_closing_reaches_the_client_at_once(
+    netns: Path, upstream: int, tmp_path: Path
+) -> None:
+    """The upstream closes after its answer while the client keeps its own side open (a
+    WebSocket server after the close handshake): the client sees the end at once, not
+    when it closes first (the WebSocket client's 10 s close timeout on every stop)."""
+    box = tmp_path / "box"
+    box.mkdir()
+    (port,) = _start(box, netns, upstream)
+    try:
+        done = _from_inside(
+            port, then="s.settimeout(3); print('end' if s.recv(1) == b'' else '?')\n"
+        )
+        assert done.stdout.split() == ["upstream:hello", "end"], done.stderr
+    finally:
+        relay.stop(box)
 
 
 def test_the_relay_ends_when_its_namespace_is_deleted(

@@ -125,7 +125,7 @@ async def _relay(
         )
         up_writer = upstream_writer
         log.write(decision="allow", rule="platform", reason="", **event)
-        await asyncio.gather(copy(reader, upstream_writer), copy(up_reader, writer))
+        await asyncio.gather(_one_way(reader, upstream_writer), _one_way(up_reader, writer))
     except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
         log.write(decision="error", rule="platform", reason=type(exc).__name__, **event)
     finally:
@@ -134,6 +134,16 @@ async def _relay(
             if w is not None:
                 with contextlib.suppress(OSError):
                     w.close()
+
+
+async def _one_way(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    """Copy until `src` ends, then pass the end on (half-close `dst`): a server that
+    closes after a WebSocket close handshake is seen closing at once by the client, which
+    otherwise waits its close timeout (10 s) for the end while the other way stays open."""
+    await copy(src, dst)
+    if dst.can_write_eof() and not dst.is_closing():
+        with contextlib.suppress(OSError):
+            dst.write_eof()
 
 
 async def serve(
