@@ -16,6 +16,7 @@ from bandkit.runtimes.base import SandboxError, SandboxSpec
 from bandkit.runtimes.docker.engine import Engine
 from bandkit.runtimes.select import get_runtime
 from bandkit.runtimes.swarm import objects
+from bandkit.runtimes.swarm import runtime as swarm_runtime
 from tests.support.wait import wait_for
 
 
@@ -59,7 +60,11 @@ def test_the_proxy_zipapp_is_reproducible_and_runs_on_its_own(tmp_path: Path) ->
         proc.wait(timeout=10)
 
 
-def test_without_a_swarm_it_says_how_to_get_one(tmp_path: Path) -> None:
+def test_without_a_swarm_it_says_how_to_get_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # no local cluster, whether or not this machine runs one now
+    monkeypatch.setattr(swarm_runtime, "OWNER_FILE", tmp_path / "no-cluster" / "owner")
     runtime = get_runtime("swarm", run_dir=tmp_path / "runtimes")
     spec = SandboxSpec(name="my-agent", workspaces=(tmp_path,))
     for attempt in (lambda: runtime.create(spec), runtime.list, lambda: runtime.status("x")):
