@@ -125,7 +125,12 @@ def _the_key_is_only_in_the_proxy_service(clone: Path, key: str) -> None:
     assert not container.get("Secrets")
     assert "BAND_API_KEY=proxy-managed" in container["Env"]
     assert container["CapabilityDrop"] == ["ALL"]
-    assert sorted(container["CapabilityAdd"]) == ["CAP_SETGID", "CAP_SETPCAP", "CAP_SETUID"]
+    assert sorted(container["CapabilityAdd"]) == [
+        "CAP_KILL",
+        "CAP_SETGID",
+        "CAP_SETPCAP",
+        "CAP_SETUID",
+    ]
     assert container["Init"] is True
     assert spec["Resources"]["Limits"]["Pids"] > 0
     networks = [n["Target"] for n in spec["Networks"]]
@@ -143,15 +148,7 @@ def _the_key_is_only_in_the_proxy_service(clone: Path, key: str) -> None:
     assert [s["File"]["Name"] for s in proxy_container["Secrets"]] == ["keyproxy.json"]
     assert proxy_container["User"] == "1000:1000"
     for service in (NAME, proxy_name):
-        logs = subprocess.run(
-            ["docker", "service", "logs", "--raw", service],
-            env={"PATH": "/usr/local/bin:/usr/bin:/bin", "DOCKER_HOST": _manager()},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        assert key not in logs.stdout + logs.stderr
+        assert key not in _service_logs(service)
     # inside the agent: no secret mounted, and no route to the relay the proxy uses
     box = clone / ".run" / "runtimes" / "swarm" / NAME
     relay_ports = json.loads((box / "relay.json").read_text())["ports"]
@@ -175,6 +172,19 @@ def _the_key_is_only_in_the_proxy_service(clone: Path, key: str) -> None:
     log = [json.loads(line) for line in (box / "policy.log").read_text().splitlines()]
     assert log != []
     assert {(e["decision"], e["proxy_type"]) for e in log} == {("allow", "relay")}
+
+
+def _service_logs(service: str) -> str:
+    """What every task of `service` wrote, stdout and stderr."""
+    logs = subprocess.run(
+        ["docker", "service", "logs", "--raw", service],
+        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "DOCKER_HOST": _manager()},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return logs.stdout + logs.stderr
 
 
 def _manager() -> str:
@@ -236,6 +246,10 @@ def _a_drained_node_moves_the_agent_and_a_message_sent_meanwhile_is_answered(
         assert moved is not None, "answered, yet no task of the agent runs"
         assert moved[1] != node, moved
         assert answered <= DRAIN_TARGET_S, f"answered {answered:.1f}s after the drain"
+        # the moved task stopped gracefully: its init passed the stop signal on
+        logs = _service_logs(NAME)
+        assert "FATAL tini" not in logs, logs[-2000:]
+        assert f"Agent stopped: {NAME} (graceful=True)" in logs, logs[-2000:]
     finally:
         on_node(1, "node", "update", "--availability", "active", node)
 

@@ -44,6 +44,7 @@ import json
 import secrets as _secrets
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -99,10 +100,20 @@ PIDS_LIMIT = 512
 STOP_GRACE = "20s"
 PROXY_START_S = 60.0  # its image is on the node: starting it takes a second or two
 RESTART_DELAY = "2s"
+# `--init` runs as root; the launcher it forwards the stop signal to runs as uid 1000, and
+# signalling another uid takes CAP_KILL: without it the init dies on the signal ("FATAL
+# tini: Operation not permitted") and takes the agent down at once, with no graceful stop.
+# The agent holds none of it: the entrypoint empties its bounding set.
+INIT_CAP = "KILL"
 # A task's states from its creation until it runs (`docker service ps`, CurrentState).
 LIVE_STATES = frozenset(
     {"New", "Pending", "Assigned", "Accepted", "Preparing", "Ready", "Starting", "Running"}
 )
+
+
+# (manager, image) -> the host's image id this process found on every local node.
+_STAGED: dict[tuple[str, str], str] = {}
+_STAGING = threading.Lock()
 
 
 def proxy_name(owner: str, name: str) -> str:
@@ -177,12 +188,7 @@ class SwarmRuntime(Runtime):
         Docker); the agent's gid."""
         engine = self.engine
         if self.local:
-            cluster_images.distribute(
-                [image],
-                self._local_nodes(),
-                self.run_dir / "scratch",
-                progress=lambda line: None,
-            )
+            self._distribute(image)
         labels = image_labels(engine, image)
         if labels is None:
             raise SandboxError(
@@ -190,6 +196,22 @@ class SwarmRuntime(Runtime):
                 " or `uv run invoke kit.build-agent`) and load it into every node"
             )
         return agent_gid(engine, image, labels)
+
+    def _distribute(self, image: str) -> None:
+        """Load `image` into the local cluster's nodes that lack it; once per process
+        for as long as the host's tag names the same image (a fleet's agents share one)."""
+        key = (self._manager_host(), image)
+        with _STAGING:
+            wanted = cluster_images.host_id(image)
+            if wanted is not None and _STAGED.get(key) == wanted:
+                return
+            cluster_images.distribute(
+                [image],
+                self._local_nodes(),
+                self.run_dir / "scratch",
+                progress=lambda line: None,
+            )
+            _STAGED[key] = wanted or ""
 
     # -- lifecycle
     def create(self, spec: SandboxSpec) -> None:
@@ -381,7 +403,7 @@ class SwarmRuntime(Runtime):
         argv += ["--network", str(record["inner"]), "--hostname", name]
         argv += ["--restart-condition", "on-failure", "--restart-delay", RESTART_DELAY]
         argv += ["--stop-grace-period", STOP_GRACE, "--init", "--cap-drop", "ALL"]
-        for cap in ENTRYPOINT_CAPS:
+        for cap in (*ENTRYPOINT_CAPS, INIT_CAP):
             argv += ["--cap-add", cap]
         limits = spec.limits
         argv += ["--limit-memory", str(limits.memory_bytes or MEMORY_LIMIT)]
@@ -473,13 +495,15 @@ class SwarmRuntime(Runtime):
         """Wait until a task of `service` runs: the agent is started only once its proxy
         runs (else its first requests find nothing listening, and it exits)."""
         deadline = time.monotonic() + PROXY_START_S
+        pause = 0.2  # growing to 1 s: each look is a `service ps`, work for the manager
         while not self._service_running(service):
             if time.monotonic() > deadline:
                 raise SandboxError(
                     f"swarm: {what} ({service}) did not start within {PROXY_START_S:.0f}s; "
                     f"see `docker service ps --no-trunc {service}` on the swarm"
                 )
-            time.sleep(0.2)
+            time.sleep(pause)
+            pause = min(1.0, pause * 1.5)
 
     def status(self, name: str) -> SandboxStatus:
         """Absent: no service. Running: a task is meant to run and on its way or up
