@@ -132,6 +132,8 @@ def _the_key_is_only_in_the_proxy_service(clone: Path, key: str) -> None:
         "CAP_SETUID",
     ]
     assert container["Init"] is True
+    # restarted whatever its exit: a graceful stop (a node daemon's restart) exits 0
+    assert spec["RestartPolicy"]["Condition"] == "any"
     assert spec["Resources"]["Limits"]["Pids"] > 0
     networks = [n["Target"] for n in spec["Networks"]]
     assert len(networks) == 1

@@ -17,10 +17,13 @@ this run's label):
 7. `<name>`: the agent service, one replica, on the internal overlay only, running the
    kit's own launch command with the placeholder for each key and the proxy's URLs.
 
-Service options: `replicas 1`, restart on failure with a delay, a stop grace period,
+Service options: `replicas 1`, restarted on any exit after a delay (not only on failure:
+a node daemon's restart stops the agent gracefully, exit 0, and swarm restarts an
+`on-failure` task that ended so never again; `kit.stop` scales to 0), a stop grace period,
 `--init` (the launcher is not written to be PID 1), spread placement, memory and pid
 limits (memory, CPUs and placement constraints as the spec's `limits` say), `--cap-drop
-ALL` plus SETUID/SETGID/SETPCAP for the entrypoint's `setpriv`.
+ALL` plus SETUID/SETGID/SETPCAP for the entrypoint's `setpriv` and KILL for the init to
+pass the stop signal on (the agent holds none of them).
 What `docker service create` (20.10) cannot express, and so a swarm sandbox lacks next to
 a docker one: `no-new-privileges` (the entrypoint still drops to uid 1000 with an empty
 bounding set, so the agent holds no capability) and the host firewall chain (a node's
@@ -401,7 +404,7 @@ class SwarmRuntime(Runtime):
         entrypoint, *command = startup_command()
         argv = ["service", "create", "--detach", "--name", name, *objects.label_args(name, owner)]
         argv += ["--network", str(record["inner"]), "--hostname", name]
-        argv += ["--restart-condition", "on-failure", "--restart-delay", RESTART_DELAY]
+        argv += ["--restart-condition", "any", "--restart-delay", RESTART_DELAY]
         argv += ["--stop-grace-period", STOP_GRACE, "--init", "--cap-drop", "ALL"]
         for cap in (*ENTRYPOINT_CAPS, INIT_CAP):
             argv += ["--cap-add", cap]
