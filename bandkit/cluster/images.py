@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bandkit import tools
+from bandkit import processes, tools
 from bandkit.cluster.errors import ClusterError
 from bandkit.cluster.layout import Node
 from bandkit.cluster.swarm import docker
@@ -36,6 +36,21 @@ def node_id(node: Node, image: str) -> str | None:
     return out.strip() or None
 
 
+def sweep(scratch: Path) -> list[Path]:
+    """Remove the archives (`image-PID-*.tar`) that a process killed while loading left
+    in `scratch`: each names its maker, and one whose maker is gone is stale (a live
+    one is another process's load in progress, and kept). What was removed."""
+    removed = []
+    for archive in scratch.glob("image-*.tar"):
+        maker = archive.name.split("-")[1]
+        if maker.isdigit() and processes.alive(int(maker)):
+            continue
+        if archive.is_file() and not archive.is_symlink():
+            archive.unlink(missing_ok=True)
+            removed.append(archive)
+    return removed
+
+
 def distribute(
     images: Sequence[str],
     targets: Sequence[Node],
@@ -44,6 +59,8 @@ def distribute(
 ) -> list[str]:
     """Load each image into every node that lacks it (same id: skipped); what was done."""
     done: list[str] = []
+    if scratch.is_dir():
+        sweep(scratch)
     for image in images:
         wanted = host_id(image)
         if wanted is None:
@@ -56,7 +73,7 @@ def distribute(
             continue
         progress(f"cluster.up: loading {image} into {', '.join(n.name for n in lacking)} ...")
         scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, raw = tempfile.mkstemp(dir=scratch, prefix="image-", suffix=".tar")
+        fd, raw = tempfile.mkstemp(dir=scratch, prefix=f"image-{os.getpid()}-", suffix=".tar")
         os.close(fd)
         archive = Path(raw)
         try:

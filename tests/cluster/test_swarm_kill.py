@@ -1,8 +1,10 @@
-"""`kill -9` of `kit.provision --runtime swarm` once its agent service is made (its
-networks, secret, config, relay and proxy are made before it), then one `cluster.down`:
-nothing of the cluster is left on this machine (no daemon, namespace, cgroup or relay
-process; the host's Docker unchanged), and one `kit.unprovision` then removes the
-platform agent and the records, so the run is clean.
+"""`kill -9` of `kit.provision --runtime swarm` at each point of its work (the agent
+image being loaded into the node, the relay listening, the proxy service made, the agent
+service made), each kill followed by another `kit.provision` of the same agent, then one
+`cluster.down`: nothing of the cluster is left on this machine (no daemon, namespace,
+cgroup or relay process; the host's Docker unchanged), no image archive is left behind,
+and one `kit.unprovision` then removes the platform agent and the records, so the run is
+clean.
 
 Marked `cluster` (run by `nox -s cluster_tests`): root and a host Docker daemon.
 """
@@ -50,16 +52,41 @@ def _box(home: Home) -> Path:
     return home.run_dir / "runtimes" / "swarm" / NAME
 
 
-def _service_made(home: Home) -> bool:
-    names = on_node(1, "service", "ls", "--format", "{{.Name}}", check=False).split()
-    return NAME in names
+def _services() -> list[str]:
+    return on_node(1, "service", "ls", "--format", "{{.Name}}", check=False).split()
 
 
-def test_kill_9_of_provision_then_cluster_down_leaves_nothing(home: Home) -> None:
+def _scratch(home: Home) -> list[Path]:
+    return list((home.run_dir / "runtimes" / "swarm" / "scratch").glob("image-*.tar"))
+
+
+def _image_loading(home: Home) -> bool:
+    return _scratch(home) != []
+
+
+def _relay_listening(home: Home) -> bool:
+    return (_box(home) / "relay.json").exists()
+
+
+def _proxy_service_made(home: Home) -> bool:
+    return any(name.startswith("bkp-") for name in _services())
+
+
+def _agent_service_made(home: Home) -> bool:
+    return NAME in _services()
+
+
+POINTS = (_image_loading, _relay_listening, _proxy_service_made, _agent_service_made)
+
+
+def test_kill_9_of_provision_at_each_point_then_cluster_down_leaves_nothing(home: Home) -> None:
     before = host_state()
     home.ok("platform.up")
-    home.ok("cluster.up", "--nodes", "1")
-    _provision_killed_at(home, home.workspace(NAME), _service_made)
+    home.ok("cluster.up", "--nodes", "1", "--no-image")  # the agent image is loaded first
+    ws = home.workspace(NAME)
+    for point in POINTS:
+        _provision_killed_at(home, ws, point)
+    assert _scratch(home) == [], "the killed load's archive is swept by the next load"
     home.ok("cluster.down")
     assert leftovers(home.run_dir) == []
     wait_for(
