@@ -10,6 +10,8 @@ contract between runs:
   `limits` (resources and placement, JSON);
 - `workspace` (the source), `copy` (the agent's own copy, `fleet/workspaces/NAME`, the
   one its sandbox mounts), `description`;
+- `carried` (an image-only agent: where its image holds the workspace; `image` is then
+  the agent image itself);
 - `done` (`yes` once the agent was proved connected), `agent_id`, `runs` (the image its
   sandbox runs), `seen` (when it was last proved connected).
 
@@ -23,6 +25,11 @@ key and rooms kept), its copy is made again from the source (the sandbox wrote i
 old one: nothing host-side reads it), and the sandbox is created and proved connected.
 A crash at any point leaves `done` empty and the next `fleet.up` applies that agent
 again.
+
+An image-only agent (the file gives an agent image that carries its workspace, and no
+workspace) runs that image as is, on docker or swarm: `carried` records where the image
+holds the workspace and `source` is the image's id; the workspace is copied out of the
+image once per image (`fleet/images/ID`), and each agent's copy is mounted there.
 
 On sbx an agent's sandbox is the kit (`docker/band_python_kit`) with the member's image as
 its template, which `stage_templates` loads into sbx once for the fleet and records in the
@@ -48,8 +55,8 @@ from pathlib import Path
 
 from bandkit.dockercli import image_exists, image_id
 from bandkit.errors import BandkitError
-from bandkit.fleet.spec import Fleet, FleetError
-from bandkit.image.agent import LEFT_OUT, source_digest
+from bandkit.fleet.spec import Agent, Fleet, FleetError
+from bandkit.image.agent import LEFT_OUT, carried_path, source_digest
 from bandkit.image.facts import KIT_DIR
 from bandkit.kit import agent_check, commands
 from bandkit.kit.band_yaml import has_real_id, read_agent_id, write_agent_id
@@ -97,6 +104,7 @@ class Wanted:
     workspace: Path
     limits: Limits
     source: str = ""
+    carried: str = ""  # an image-only agent: where its image holds the workspace
 
     def details(self, file: Path) -> dict[str, str]:
         return {
@@ -107,6 +115,7 @@ class Wanted:
             "limits": limits_text(self.limits),
             "workspace": str(self.workspace),
             "description": self.description,
+            "carried": self.carried,
         }
 
     @classmethod
@@ -120,10 +129,51 @@ class Wanted:
             workspace=Path(d["workspace"]),
             limits=limits_of(d.get("limits", "")),
             source=d.get("source", ""),
+            carried=d.get("carried", ""),
         )
 
 
-def wanted(fleet: Fleet, runtime: str) -> list[Wanted]:
+def carried_dir(run_dir: Path, ident: str) -> Path:
+    """Where the workspace an image-only agent's image carries is copied out to."""
+    return run_dir / "fleet" / "images" / ident.removeprefix("sha256:")[:16]
+
+
+def _carried(fleet: Fleet, agent: Agent, runtime: str, run_dir: Path) -> Wanted:
+    """An image-only agent: its image is its agent image, holding the workspace at
+    `workspace_dir` (`kit.build-agent --carry`); compared by the image's id."""
+    image = fleet.image(agent)
+    where = f"{fleet.path}: agent {agent.name}"
+    if runtime not in IMAGE_RUNTIMES:
+        raise FleetError(
+            f"{where} gives only an image, which the {runtime} runtime cannot run; "
+            "give --runtime docker or swarm, or a workspace"
+        )
+    try:
+        ident, carry = image_id(image), carried_path(image)
+    except BandkitError:
+        raise FleetError(
+            f"{where}: image {image} is not on this machine; build it: `uv run invoke "
+            f"kit.build-agent --workspace W --carry {agent.workspace_dir}`"
+        ) from None
+    if carry != agent.workspace_dir:
+        raise FleetError(
+            f"{where}: image {image} holds its workspace at {carry or 'no path'}, not at "
+            f"workspace_dir {agent.workspace_dir}; build it with `--carry "
+            f"{agent.workspace_dir}` or set workspace_dir"
+        )
+    return Wanted(
+        name=agent.name,
+        description=agent.description,
+        runtime=runtime,
+        image=image,
+        workspace=carried_dir(run_dir, ident),
+        limits=fleet.limits(agent),
+        source=ident,
+        carried=carry,
+    )
+
+
+def wanted(fleet: Fleet, runtime: str, run_dir: Path) -> list[Wanted]:
     """Every agent of the file, on `runtime` (auto resolved once, for all of them)."""
     try:
         concrete = resolve_name(runtime).value
@@ -133,10 +183,8 @@ def wanted(fleet: Fleet, runtime: str) -> list[Wanted]:
     for agent in fleet.spec.agents:
         workspace = fleet.workspace(agent)
         if workspace is None:
-            raise FleetError(
-                f"{fleet.path}: agent {agent.name} gives only an image; fleet.up runs agents "
-                "from a workspace (fleet.render takes image-only agents)"
-            )
+            out.append(_carried(fleet, agent, concrete, run_dir))
+            continue
         out.append(
             Wanted(
                 name=agent.name,
@@ -348,16 +396,20 @@ def apply(
         if failed:
             raise FleetError("; ".join(failed))
     copy = copy_dir(run_dir, want.name)
-    source = source_digest(want.workspace)
-    runs, kit = "", None
-    if want.runtime in IMAGE_RUNTIMES:  # made before the old sandbox goes: it stays up
+    runs, kit, workspace, inside = "", None, want.workspace, want.workspace.resolve()
+    if want.carried:  # `base` is the agent image itself, its workspace copied out
+        runs, workspace, source = _carried_image(want, run_dir, base, images or Staged())
+        inside = Path(want.carried)
+    else:
+        source = source_digest(want.workspace)
+    if want.runtime in IMAGE_RUNTIMES and not want.carried:  # made while the old one runs
         runs = _agent_image(want, run_dir, base, log, images or Staged())
     elif want.runtime == RuntimeName.SBX.value:  # the kit, on `base` as its template
         runs, kit = base, str(KIT_DIR)
     removed = commands.remove_sandbox(want.name, run_dir=run_dir, api_key=target.api_key)
     if removed:
         log(f"old sandbox removed ({removed} part(s))")
-    fresh_copy(want.workspace, copy, recorded_agent_id(run_dir, want.name, target.rest_url))
+    fresh_copy(workspace, copy, recorded_agent_id(run_dir, want.name, target.rest_url))
     request = ProvisionRequest(
         name=want.name,
         description=want.description,
@@ -368,12 +420,37 @@ def apply(
         image=runs or None,
         platform=dict(target.platform),
         limits=want.limits,
-        mount_at=want.workspace.resolve() if want.runtime in IMAGE_RUNTIMES else None,
+        mount_at=inside if want.runtime in IMAGE_RUNTIMES else None,
     )
     result = commands.run(
         request, runtime=want.runtime, run_dir=run_dir, api_key=target.api_key, log=log
     )
     return Applied(result.agent_id, runs, source, time.monotonic() - began)
+
+
+def _carried_image(
+    want: Wanted, run_dir: Path, image: str, images: Staged
+) -> tuple[str, Path, str]:
+    """An image-only agent's `image` (its own, or a rollout's) staged on its runtime, the
+    workspace it carries copied out (once per image: agents share it), and its id."""
+    from bandkit.image.agent import extract
+
+    try:
+        ident, carry = image_id(image), carried_path(image)
+    except BandkitError as exc:
+        raise FleetError(f"image {image}: {exc}") from None
+    if carry != want.carried:
+        raise FleetError(
+            f"{image} holds its workspace at {carry or 'no path'}, not at {want.carried}"
+        )
+    dest = carried_dir(run_dir, ident)
+
+    def make() -> str:
+        extract(image, carry, dest)
+        get_runtime(want.runtime, run_dir=run_dir / "runtimes").stage_image(image)
+        return image
+
+    return images.tag((ident, "carried", want.runtime), make), dest, ident
 
 
 def _agent_image(want: Wanted, run_dir: Path, base: str, log: Log, images: Staged) -> str:
@@ -483,8 +560,8 @@ def up(
 ) -> Outcome:
     """Plan, print the plan, act (unless `dry_run`); every agent's failure is reported."""
     file = fleet.path.resolve()
-    want = wanted(fleet, runtime)
     run_dir = target.run_dir
+    want = wanted(fleet, runtime, run_dir)
     with Manifest.open(state_path(run_dir), secrets=[target.api_key]) as state:
         members = _members(state)
         other = {m.details.get("file") for m in members.values()} - {str(file)}
@@ -577,12 +654,21 @@ def up(
     return outcome
 
 
+def _members_left(run_dir: Path) -> bool:
+    path = state_path(run_dir)
+    return path.exists() and any(r.kind is Kind.MEMBER for r in Manifest.read(path))
+
+
 def _on_sbx(want: Wanted) -> bool:
     return want.runtime == RuntimeName.SBX.value
 
 
 def _tidy(run_dir: Path) -> None:
-    """Remove the fleet's directories once nothing is left in them."""
+    """Remove the fleet's directories once nothing is left in them (the workspaces
+    copied out of images once no member is left)."""
+    carried = run_dir / "fleet" / "images"
+    if carried.is_dir() and not carried.is_symlink() and not _members_left(run_dir):
+        shutil.rmtree(carried)
     for path in (run_dir / "fleet" / "workspaces", run_dir / "fleet"):
         try:
             path.rmdir()

@@ -36,6 +36,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import stat
 import time
 from collections.abc import Callable
@@ -226,3 +227,47 @@ def _prove(tag: str, workspace: Path, carry: str) -> None:
         raise ImageError(
             f"{tag} was built but its launch would not take the fast path (removed):\n{tail}"
         )
+
+
+def carried_path(image: str) -> str:
+    """Where `image` holds its workspace, as its build recorded (`LABEL`); "" for an image
+    that is no agent image. (An agent image built without `carry` records the host path
+    it was synced for, and holds nothing there: `extract` says so.)"""
+    out = docker(["image", "inspect", "--format", "{{json .Config.Labels}}", image], 30)
+    try:
+        labels = json.loads(out.stdout.strip() or "null") or {}
+    except ValueError:
+        labels = {}
+    return str(labels.get(LABEL, "")) if isinstance(labels, dict) else ""
+
+
+def extract(image: str, carry: str, dest: Path) -> None:
+    """Copy the workspace `image` carries at `carry` out to `dest` (made whole or not at
+    all: copied beside it, then renamed; links stay links). ImageError when the image
+    holds no workspace with a band.yaml there."""
+    if dest.is_dir() and (dest / "band.yaml").is_file():
+        return
+    dest.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    part = dest.with_name(f".{dest.name}.part-{os.getpid()}")
+    name = f"band-agent-extract-{secrets.token_hex(6)}"
+    docker(["create", "--name", name, image], 120)
+    try:
+        copied = docker(["cp", f"{name}:{carry}/.", str(part)], 300, check=False)
+    finally:
+        docker(["rm", "--force", name], 60, check=False)
+    if copied.returncode != 0 or not (part / "band.yaml").is_file():
+        why = output_tail(copied, 3) if copied.returncode != 0 else "no band.yaml"
+        _remove_tree(part)
+        raise ImageError(
+            f"{image} holds no workspace at {carry} ({why}); build it with `uv run invoke "
+            f"kit.build-agent --workspace W --carry {carry}`"
+        )
+    _remove_tree(dest)
+    part.rename(dest)
+
+
+def _remove_tree(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)

@@ -60,20 +60,25 @@ def test_the_readme_fleet_walkthrough_as_written(clone: Path) -> None:
         "uv run invoke fleet.rollout --image band-python-kit:local --parallel 2",
         "uv run invoke fleet.down",
     ]
-    platform_up, up, status, again, rollout, down = block
     run("uv run invoke build", clone)
     kubernetes = readme_blocks("Kubernetes, rendered and checked offline")
     (_prose, (carry,)), (_prose, (build_proxy,)) = kubernetes[1], kubernetes[2]
     carried = run(carry, clone).stdout.splitlines()[-1]  # the pods' agent image
     try:
-        holds = ["docker", "run", "--rm", "--network", "none", "--entrypoint", "cat", carried]
-        band_yaml = subprocess.run(
-            [*holds, "/workspace/band.yaml"], capture_output=True, text=True, timeout=60
-        )
-        assert band_yaml.returncode == 0, band_yaml.stderr
-        assert "agent" in band_yaml.stdout, band_yaml.stdout
+        _walkthrough(clone, block, carried, build_proxy)
     finally:
         subprocess.run(["docker", "image", "rm", carried], capture_output=True, timeout=60)
+
+
+def _walkthrough(clone: Path, block: list[str], carried: str, build_proxy: str) -> None:
+    """The walkthrough itself, then an image-only agent run from `carried`."""
+    platform_up, up, status, again, rollout, down = block
+    holds = ["docker", "run", "--rm", "--network", "none", "--entrypoint", "cat", carried]
+    band_yaml = subprocess.run(
+        [*holds, "/workspace/band.yaml"], capture_output=True, text=True, timeout=60
+    )
+    assert band_yaml.returncode == 0, band_yaml.stderr
+    assert "agent" in band_yaml.stdout, band_yaml.stdout
     made_proxy = run(build_proxy, clone)  # the sidecar's image, on the kit image just built
     assert made_proxy.stdout.splitlines()[-1].startswith("band-credential-proxy:")
     run(platform_up, clone)
@@ -138,6 +143,38 @@ def test_the_readme_fleet_walkthrough_as_written(clone: Path) -> None:
         images.remove_agent_images(clone)
     assert gone.returncode == 0, gone.stdout + gone.stderr
     assert "fleet.down: 3 agent(s) removed" in gone.stdout
+    _nothing_left(clone)
+    _an_image_only_agent(clone, carried, status, down)
+
+
+def _an_image_only_agent(clone: Path, image: str, status: str, down: str) -> None:
+    """An agent the fleet file names by its carried image alone: run with the workspace
+    the image holds (copied out), connected, answering; `fleet.down` leaves nothing."""
+    fleet = clone / "images.yaml"
+    fleet.write_text(
+        "version: 1\nagents:\n  - name: echo-1\n    description: an image-only agent\n"
+        f"    image: {image}\n    workspace_dir: /workspace\n"
+    )
+    try:
+        made = run("uv run invoke fleet.up --file images.yaml --runtime docker", clone)
+        assert "fleet.up: 1 of 1 change(s) made" in made.stdout, made.stdout + made.stderr
+        (row,) = run(status, clone).stdout.splitlines()[1:]
+        assert row.split()[:6] == ["echo-1", "docker", "this", "host", "running", "yes"], row
+        assert "echo: @echo-1 ping:" in run("uv run invoke kit.ping --name echo-1", clone).stdout
+        again = run("uv run invoke fleet.up --file images.yaml --runtime docker", clone)
+        assert "nothing to do: 1 agent(s)" in again.stdout, again.stdout
+    finally:
+        gone = subprocess.run(
+            ["bash", "-c", down],
+            cwd=clone,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        fleet.unlink()
+    assert gone.returncode == 0, gone.stdout + gone.stderr
     _nothing_left(clone)
 
 

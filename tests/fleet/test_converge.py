@@ -14,7 +14,7 @@ from bandkit.fleet import FleetError, converge, load
 from bandkit.fleet.converge import Action, Applied, Have, Target, Wanted, plan
 from bandkit.image.agent import source_digest
 from bandkit.kit.band_yaml import read_agent_id
-from bandkit.manifest import Kind, Manifest
+from bandkit.manifest import Kind, Manifest, Resource
 from bandkit.runtimes.base import Limits, SandboxStatus
 from launcher.constants import PLACEHOLDER_AGENT_ID
 from tests.runtimes.helpers import STARTER
@@ -152,16 +152,57 @@ def test_a_name_provisioned_outside_the_fleet_is_refused(tmp_path: Path) -> None
         converge.up(fleet, _target(run_dir), runtime="local", out=lambda _l: None)
 
 
-def test_image_only_agents_are_refused_with_what_to_do(tmp_path: Path) -> None:
-    fleet = load(_fleet_file(tmp_path))
-    assert {w.runtime for w in converge.wanted(fleet, "sbx")} == {"sbx"}  # sbx fleets run
+IMAGE_ID = "sha256:0123456789abcdef0123456789abcdef"
+FAKE_DOCKER = """#!/bin/sh
+[ -n "$FAKE_MISSING" ] && { echo "Error: No such image: $5" >&2; exit 1; }
+case "$*" in
+  *"{{.Id}}"*) echo @ID@ ;;
+  *Config.Labels*) echo "{\\"bandkit.agent.workspace\\": \\"$FAKE_CARRY\\"}" ;;
+  *) exit 2 ;;
+esac
+""".replace("@ID@", IMAGE_ID)
+
+
+def _image_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, carry: str) -> Path:
+    """A fleet file of one image-only agent, and a `docker` that knows its image."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(FAKE_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_CARRY", carry)
     path = tmp_path / "images.yaml"
     path.write_text(
         "version: 1\nagents:\n  - name: one\n    description: an agent of the test fleet\n"
         "    image: band-agent-one:1\n"
     )
-    with pytest.raises(FleetError, match=r"gives only an image; fleet.up runs agents from"):
-        converge.wanted(load(path), "docker")
+    return path
+
+
+def test_an_image_only_agent_runs_its_image_with_the_workspace_it_carries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fleet = load(_fleet_file(tmp_path))
+    assert {w.runtime for w in converge.wanted(fleet, "sbx", tmp_path)} == {"sbx"}
+    path = _image_only(tmp_path, monkeypatch, "/workspace")
+    (want,) = converge.wanted(load(path), "docker", tmp_path / "run")
+    assert (want.image, want.carried, want.source) == ("band-agent-one:1", "/workspace", IMAGE_ID)
+    assert want.workspace == tmp_path / "run" / "fleet" / "images" / "0123456789abcdef"
+    member = Resource(kind=Kind.MEMBER, key="one", details=want.details(path))
+    assert Wanted.of(member) == want  # what a rollout reads back
+
+
+def test_an_image_only_agent_is_refused_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _image_only(tmp_path, monkeypatch, "/srv/agent")
+    with pytest.raises(FleetError, match=r"the local runtime cannot run; give --runtime docker"):
+        converge.wanted(load(path), "local", tmp_path)
+    with pytest.raises(FleetError, match=r"holds its workspace at /srv/agent, not at "):
+        converge.wanted(load(path), "docker", tmp_path)
+    monkeypatch.setenv("FAKE_MISSING", "1")
+    with pytest.raises(FleetError, match=r"not on this machine; build it: `uv run invoke kit"):
+        converge.wanted(load(path), "swarm", tmp_path)
 
 
 def _members(run_dir: Path, names: list[str]) -> None:
