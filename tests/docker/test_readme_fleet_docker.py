@@ -19,7 +19,13 @@ from bandkit.image.facts import host_arch
 from tests.demo.leftovers import process_leftovers
 from tests.support import images
 from tests.support.fleet import Platform, rollout_with_markers
-from tests.support.readme import clean_env, platform_listing, readme_block, readme_blocks, run
+from tests.support.readme import (
+    attempt,
+    platform_listing,
+    readme_block,
+    readme_blocks,
+    run,
+)
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.docker
@@ -111,18 +117,10 @@ def _walkthrough(clone: Path, block: list[str], carried: str, build_proxy: str) 
                 what=f"{name} to answer {marker}",
             )
 
-        broken = subprocess.run(
-            [
-                "bash",
-                "-c",
-                f"uv run invoke fleet.rollout --image {bases.python_tag(host_arch())}",
-            ],
-            cwd=clone,
-            env=clean_env(),
-            capture_output=True,
-            text=True,
+        broken = attempt(
+            f"uv run invoke fleet.rollout --image {bases.python_tag(host_arch())}",
+            clone,
             timeout=300,
-            check=False,
         )
         assert broken.returncode == 1, broken.stdout + broken.stderr
         assert "batch 1 failed, put back on the image it ran" in broken.stderr
@@ -131,15 +129,7 @@ def _walkthrough(clone: Path, block: list[str], carried: str, build_proxy: str) 
         assert [r.split()[5] for r in back] == ["yes", "yes", "yes"], back
         assert "echo: @echo-1 ping:" in run("uv run invoke kit.ping --name echo-1", clone).stdout
     finally:
-        gone = subprocess.run(
-            ["bash", "-c", down],
-            cwd=clone,
-            env=clean_env(),
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        gone = attempt(down, clone, timeout=300)
         images.remove_agent_images(clone)
     assert gone.returncode == 0, gone.stdout + gone.stderr
     assert "fleet.down: 3 agent(s) removed" in gone.stdout
@@ -164,15 +154,7 @@ def _an_image_only_agent(clone: Path, image: str, status: str, down: str) -> Non
         again = run("uv run invoke fleet.up --file images.yaml --runtime docker", clone)
         assert "nothing to do: 1 agent(s)" in again.stdout, again.stdout
     finally:
-        gone = subprocess.run(
-            ["bash", "-c", down],
-            cwd=clone,
-            env=clean_env(),
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        gone = attempt(down, clone, timeout=300)
         fleet.unlink()
     assert gone.returncode == 0, gone.stdout + gone.stderr
     _nothing_left(clone)

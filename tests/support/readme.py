@@ -52,17 +52,22 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def run(line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
+def attempt(line: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`line` as a newcomer's shell runs it, whatever its exit code."""
+    return subprocess.run(
         ["bash", "-c", line],
         cwd=cwd,
         env=clean_env(),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
         check=False,
         stdin=subprocess.DEVNULL,
     )
+
+
+def run(line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    proc = attempt(line, cwd)
     assert proc.returncode == 0, f"`{line}` failed:\n{proc.stdout}\n{proc.stderr}"
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
