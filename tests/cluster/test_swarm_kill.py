@@ -4,7 +4,7 @@ service made), each kill followed by another `kit.provision` of the same agent, 
 `cluster.down`: nothing of the cluster is left on this machine (no daemon, namespace,
 cgroup or relay process; the host's Docker unchanged), no image archive is left behind,
 and one `kit.unprovision` then removes the platform agent and the records, so the run is
-clean.
+clean. And a sandbox between an exit and its restart counts as running, not stopped.
 
 Marked `cluster` (run by `nox -s cluster_tests`): root and a host Docker daemon.
 """
@@ -22,6 +22,9 @@ from pathlib import Path
 import pytest
 
 from bandkit import processes
+from bandkit.image.facts import LOCAL_TAG
+from bandkit.runtimes.base import SandboxStatus
+from bandkit.runtimes.swarm import SwarmRuntime
 from tests.kit.support import Home
 from tests.runtimes.helpers import scratch_dir
 from tests.support import images
@@ -120,3 +123,23 @@ def _provision_killed_at(home: Home, ws: Path, point: Callable[[Home], bool]) ->
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
+
+
+def test_a_sandbox_waiting_out_its_restart_delay_is_running_not_stopped(home: Home) -> None:
+    """Between an exit and its restart (the restart delay) swarm's new task waits with
+    desired state `ready`: the sandbox is on its way up, and `kit.provision`, which gives
+    up on a stopped sandbox, must not see it stopped (an agent whose first connect failed
+    under load was reported failed while swarm was restarting it)."""
+    home.ok("cluster.up", "--nodes", "1")
+    argv = ["service", "create", "--detach", "--name", NAME, "--restart-condition", "any"]
+    argv += ["--restart-delay", "30s", "--endpoint-mode", "dnsrr", "--no-resolve-image"]
+    on_node(1, *argv, "--entrypoint", "/bin/sh", LOCAL_TAG, "-c", "exit 3")
+
+    def waiting() -> bool:
+        states = on_node(1, "service", "ps", "--format", "{{.DesiredState}}", NAME).split()
+        return "Ready" in states and "Shutdown" in states
+
+    wait_for(waiting, timeout=60, what="the task to fail and its restart to wait")
+    runtime = SwarmRuntime(home.run_dir / "runtimes" / "swarm")
+    assert runtime.status(NAME) is SandboxStatus.RUNNING
+    on_node(1, "service", "rm", NAME)

@@ -459,12 +459,16 @@ class SwarmRuntime(Runtime):
         return tuple(out)
 
     def _tasks(self, service: str) -> list[tuple[str, str, str]]:
-        """(task id, node hostname, current state) of each task meant to run."""
+        """(task id, node hostname, current state) of each task meant to run: also one
+        waiting out its restart delay (desired state `ready` until the delay ends), or a
+        sandbox restarting after an exit would look stopped."""
         result = self.engine.run(
             "service",
             "ps",
             "--filter",
             "desired-state=running",
+            "--filter",
+            "desired-state=ready",
             "--no-trunc",
             "--format",
             "{{.ID}} {{.Node}} {{.CurrentState}}",
