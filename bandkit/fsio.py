@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -84,6 +85,15 @@ def remove_stale_temps(path: Path) -> int:
             stale.unlink()
             removed += 1
     return removed
+
+
+def remove_path(path: Path) -> None:
+    """Remove `path` whatever it is, never following a link: a link or a file is
+    unlinked, a directory removed with all it holds; absent is success."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
 
 
 def write_private(path: Path, text: str) -> None:

@@ -56,6 +56,7 @@ from pathlib import Path
 from bandkit.dockercli import image_exists, image_id
 from bandkit.errors import BandkitError
 from bandkit.fleet.spec import Agent, Fleet, FleetError
+from bandkit.fsio import remove_path
 from bandkit.image.agent import LEFT_OUT, carried_path, source_digest
 from bandkit.image.facts import KIT_DIR
 from bandkit.kit import agent_check, commands
@@ -138,9 +139,27 @@ def carried_dir(run_dir: Path, ident: str) -> Path:
     return run_dir / "fleet" / "images" / ident.removeprefix("sha256:")[:16]
 
 
+def _carried_id(image: str, carry: str, where: str) -> str:
+    """The id of `image`, an agent image that must hold its workspace at `carry`
+    (`kit.build-agent --carry`); FleetError naming `where` and what to do."""
+    try:
+        ident, held = image_id(image), carried_path(image)
+    except BandkitError:
+        raise FleetError(
+            f"{where}: image {image} is not on this machine; build it: `uv run invoke "
+            f"kit.build-agent --workspace W --carry {carry}`"
+        ) from None
+    if held != carry:
+        raise FleetError(
+            f"{where}: image {image} holds its workspace at {held or 'no path'}, not at "
+            f"workspace_dir {carry}; build it with `--carry {carry}` or set workspace_dir"
+        )
+    return ident
+
+
 def _carried(fleet: Fleet, agent: Agent, runtime: str, run_dir: Path) -> Wanted:
     """An image-only agent: its image is its agent image, holding the workspace at
-    `workspace_dir` (`kit.build-agent --carry`); compared by the image's id."""
+    `workspace_dir`; compared by the image's id."""
     image = fleet.image(agent)
     where = f"{fleet.path}: agent {agent.name}"
     if runtime not in IMAGE_RUNTIMES:
@@ -148,19 +167,7 @@ def _carried(fleet: Fleet, agent: Agent, runtime: str, run_dir: Path) -> Wanted:
             f"{where} gives only an image, which the {runtime} runtime cannot run; "
             "give --runtime docker or swarm, or a workspace"
         )
-    try:
-        ident, carry = image_id(image), carried_path(image)
-    except BandkitError:
-        raise FleetError(
-            f"{where}: image {image} is not on this machine; build it: `uv run invoke "
-            f"kit.build-agent --workspace W --carry {agent.workspace_dir}`"
-        ) from None
-    if carry != agent.workspace_dir:
-        raise FleetError(
-            f"{where}: image {image} holds its workspace at {carry or 'no path'}, not at "
-            f"workspace_dir {agent.workspace_dir}; build it with `--carry "
-            f"{agent.workspace_dir}` or set workspace_dir"
-        )
+    ident = _carried_id(image, agent.workspace_dir, where)
     return Wanted(
         name=agent.name,
         description=agent.description,
@@ -169,7 +176,7 @@ def _carried(fleet: Fleet, agent: Agent, runtime: str, run_dir: Path) -> Wanted:
         workspace=carried_dir(run_dir, ident),
         limits=fleet.limits(agent),
         source=ident,
-        carried=carry,
+        carried=agent.workspace_dir,
     )
 
 
@@ -321,10 +328,7 @@ def _key_lost(run_dir: Path, name: str) -> bool:
 def fresh_copy(source: Path, copy: Path, agent_id: str) -> None:
     """Make `copy` again from `source`, its agent.id `agent_id` (the placeholder when the
     agent is not registered yet). The old copy is removed without following any link."""
-    if copy.is_symlink() or copy.is_file():
-        copy.unlink()
-    elif copy.exists():
-        shutil.rmtree(copy)
+    remove_path(copy)
     copy.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     shutil.copytree(source, copy, symlinks=True, ignore=shutil.ignore_patterns(*LEFT_OUT))
     if agent_id:
@@ -402,10 +406,10 @@ def apply(
         inside = Path(want.carried)
     else:
         source = source_digest(want.workspace)
-    if want.runtime in IMAGE_RUNTIMES and not want.carried:  # made while the old one runs
-        runs = _agent_image(want, run_dir, base, log, images or Staged())
-    elif want.runtime == RuntimeName.SBX.value:  # the kit, on `base` as its template
-        runs, kit = base, str(KIT_DIR)
+        if want.runtime in IMAGE_RUNTIMES:  # made before the old sandbox goes: it stays up
+            runs = _agent_image(want, run_dir, base, log, images or Staged())
+        elif want.runtime == RuntimeName.SBX.value:  # the kit, on `base` as its template
+            runs, kit = base, str(KIT_DIR)
     removed = commands.remove_sandbox(want.name, run_dir=run_dir, api_key=target.api_key)
     if removed:
         log(f"old sandbox removed ({removed} part(s))")
@@ -435,18 +439,11 @@ def _carried_image(
     workspace it carries copied out (once per image: agents share it), and its id."""
     from bandkit.image.agent import extract
 
-    try:
-        ident, carry = image_id(image), carried_path(image)
-    except BandkitError as exc:
-        raise FleetError(f"image {image}: {exc}") from None
-    if carry != want.carried:
-        raise FleetError(
-            f"{image} holds its workspace at {carry or 'no path'}, not at {want.carried}"
-        )
+    ident = _carried_id(image, want.carried, f"agent {want.name}")
     dest = carried_dir(run_dir, ident)
 
     def make() -> str:
-        extract(image, carry, dest)
+        extract(image, want.carried, dest)
         get_runtime(want.runtime, run_dir=run_dir / "runtimes").stage_image(image)
         return image
 
@@ -476,11 +473,7 @@ def remove(name: str, target: Target) -> list[str]:
         report = commands.unprovision(name, run_dir=target.run_dir, api_key=target.api_key)
         failed = [line for line in report.lines() if line.startswith("FAILED")]
     if not failed:
-        copy = copy_dir(target.run_dir, name)
-        if copy.is_symlink():
-            copy.unlink()
-        elif copy.exists():
-            shutil.rmtree(copy)
+        remove_path(copy_dir(target.run_dir, name))
     return failed
 
 
@@ -666,9 +659,8 @@ def _on_sbx(want: Wanted) -> bool:
 def _tidy(run_dir: Path) -> None:
     """Remove the fleet's directories once nothing is left in them (the workspaces
     copied out of images once no member is left)."""
-    carried = run_dir / "fleet" / "images"
-    if carried.is_dir() and not carried.is_symlink() and not _members_left(run_dir):
-        shutil.rmtree(carried)
+    if not _members_left(run_dir):
+        remove_path(run_dir / "fleet" / "images")
     for path in (run_dir / "fleet" / "workspaces", run_dir / "fleet"):
         try:
             path.rmdir()

@@ -36,7 +36,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import stat
 import time
 from collections.abc import Callable
@@ -51,6 +50,7 @@ from bandkit.dockercli import (
     image_size,
     output_tail,
 )
+from bandkit.fsio import remove_path
 from bandkit.image.built import BuiltImage
 from bandkit.image.facts import LOCAL_TAG
 
@@ -257,17 +257,10 @@ def extract(image: str, carry: str, dest: Path) -> None:
         docker(["rm", "--force", name], 60, check=False)
     if copied.returncode != 0 or not (part / "band.yaml").is_file():
         why = output_tail(copied, 3) if copied.returncode != 0 else "no band.yaml"
-        _remove_tree(part)
+        remove_path(part)
         raise ImageError(
             f"{image} holds no workspace at {carry} ({why}); build it with `uv run invoke "
             f"kit.build-agent --workspace W --carry {carry}`"
         )
-    _remove_tree(dest)
+    remove_path(dest)
     part.rename(dest)
-
-
-def _remove_tree(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path)

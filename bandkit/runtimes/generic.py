@@ -3,10 +3,10 @@ directory the run created) and a process (found by its tag, see `processes`)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from bandkit import processes
+from bandkit.fsio import remove_path
 from bandkit.manifest import Kind, Remover, Resource
 
 
@@ -15,10 +15,7 @@ def remove_workspace(resource: Resource) -> None:
     path = Path(resource.key)
     if not path.is_absolute():
         raise ValueError(f"workspace entry must be an absolute path, got {resource.key!r}")
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path)
+    remove_path(path)
 
 
 def remove_process(resource: Resource) -> None:
