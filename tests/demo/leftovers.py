@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -142,13 +143,18 @@ def texts(*roots: Path, skip: Iterable[str] = (service.KEY_FILE,)) -> str:
     skipped = set(skip)
     out = []
     for root in roots:
-        if not root.exists():
-            continue
-        for path in root.rglob("*"):
-            if CACHE_DIRS & set(path.relative_to(root).parts) or path.name in skipped:
-                continue
-            if path.is_file() and not path.is_symlink():
-                out.append(path.read_text(errors="replace"))
+        # os.walk never enters a cache (rglob did, and a sandbox that outlived a killed run
+        # may still be creating and deleting temp dirs there) and skips what vanishes.
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [name for name in dirs if name not in CACHE_DIRS]
+            for name in files:
+                path = Path(folder, name)
+                try:
+                    if name in skipped or not stat.S_ISREG(path.lstat().st_mode):
+                        continue  # no link, socket or fifo is read
+                    out.append(path.read_text(errors="replace"))
+                except FileNotFoundError:
+                    continue  # gone since the listing
     return "\n".join(out)
 
 
