@@ -11,8 +11,15 @@ progress output names the one taken and why (`image_buildx.decide`):
   (`image_buildx_bases`). With the `docker` driver the build uses the daemon's host
   network (the side builder's bridge has no NAT).
 - per-arch (otherwise, or `multi="per-arch"`): each platform is built on its own with the
-  classic builder (under qemu for a foreign arch) and tagged `<tag>-<arch>`, and
-  `image.push --arch ...` merges them into one manifest list.
+  classic builder and tagged `<tag>-<arch>`, and `image.push --arch ...` merges them into
+  one manifest list.
+
+Either way a foreign platform is cross-built where it can be: the Dockerfile's builder
+stage runs on this machine's platform and installs the other platform's wheels, so qemu
+runs only the runtime stage's one RUN (an arm64 kit image: 166 s emulated, seconds
+crossed). The classic builder cannot copy between stages of two platforms when it is
+given `--platform`, so it cross-builds on local bases only (single-platform images that
+set the image's platform themselves); on official bases its builder stage is emulated.
 
 A single platform always uses the classic builder. Extra CAs (`--build-ca`, else the
 host's `SSL_CERT_FILE` / `REQUESTS_CA_BUNDLE`; `image_build_ca`) are staged in the
@@ -136,15 +143,44 @@ def build_args(request: BuildRequest, platform: str | None) -> list[tuple[str, s
     elif request.base == "local" and platform is not None:
         arch = arch_of(platform)
         args += [("PYTHON_BASE_IMAGE", python_tag(arch)), ("UV_IMAGE", uv_tag(arch))]
+    if platform is not None and request.dockerfile == DOCKERFILE:
+        args += _classic_platform_args(request, arch_of(platform))
     if request.sdk_extra:
         args.append(("SDK_EXTRA", request.sdk_extra))
     return args + list(request.build_args)
 
 
+def _classic_platform_args(request: BuildRequest, arch: str) -> list[tuple[str, str]]:
+    """What BuildKit would set for the kit Dockerfile's builder stage, for the classic
+    builder. Local bases are single-platform images: the builder stage runs on this
+    machine's platform from its own local bases and installs the image platform's wheels
+    (a cross-build, no emulated uv or Python). With official bases the classic builder
+    cannot copy between stages of two platforms, so the builder runs on the image's
+    platform (emulated for a foreign one)."""
+    if not _cross(request):
+        return [("BUILDER_PLATFORM", f"linux/{arch}"), ("TARGETARCH", arch)]
+    host = host_arch()
+    return [
+        ("BUILDER_PLATFORM", f"linux/{host}"),
+        ("BUILDER_PYTHON_IMAGE", python_tag(host)),
+        ("BUILDER_UV_IMAGE", uv_tag(host)),
+        ("TARGETARCH", arch),
+    ]
+
+
+def _cross(request: BuildRequest) -> bool:
+    """Does a classic build of `request` run its builder stage on this machine's platform?"""
+    return request.base == "local" and request.dockerfile == DOCKERFILE
+
+
 def docker_build_argv(request: BuildRequest, platform: str) -> list[str]:
-    """argv (after `docker`) for one platform with the classic builder."""
+    """argv (after `docker`) for one platform with the classic builder. A cross-build
+    names no `--platform`: the classic builder would then refuse to copy from the builder
+    stage (another platform's), and the single-platform local bases already set the
+    image's."""
     argv = ["build", "--file", str(request.dockerfile), "--tag", tag_for(request, platform)]
-    argv += [f"--platform={platform}", "--force-rm"]  # a failed step leaves no container
+    argv += [] if _cross(request) else [f"--platform={platform}"]
+    argv += ["--force-rm"]  # a failed step leaves no container
     for name, value in build_args(request, platform):
         argv += ["--build-arg", f"{name}={value}"]
     return [*argv, *_common_flags(request), str(REPO_ROOT)]
@@ -193,12 +229,15 @@ def choose_path(request: BuildRequest, progress: Progress) -> image_buildx.Build
 def _check_bases(request: BuildRequest) -> None:
     if request.base != "local":
         return
-    for platform in platforms_of(request):
-        for ref in (python_tag(arch_of(platform)), uv_tag(arch_of(platform))):
+    arches = {arch_of(platform) for platform in platforms_of(request)}
+    if _cross(request):
+        arches.add(host_arch())  # the builder stage's
+    for arch in sorted(arches):
+        for ref in (python_tag(arch), uv_tag(arch)):
             if not image_exists(ref):
                 raise ImageError(
                     f"local base {ref} is missing; run "
-                    f"`uv run invoke image.bases --arch {arch_of(platform)}` first"
+                    f"`uv run invoke image.bases --arch {arch}` first"
                 )
 
 

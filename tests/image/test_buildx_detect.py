@@ -134,9 +134,23 @@ def test_the_per_arch_plan_keeps_per_arch_tags_and_bases() -> None:
     request = image_build.BuildRequest(platforms=BOTH, tag="kit:multi", base="local")
     argv = image_build.docker_build_argv(request, "linux/arm64")
     assert argv[argv.index("--tag") + 1] == "kit:multi-arm64"
-    assert "--platform=linux/arm64" in argv
+    # A cross-build: the local base sets the platform, the builder stage runs on this one's.
+    assert not any(a.startswith("--platform") for a in argv)
+    assert f"BUILDER_PLATFORM=linux/{host_arch()}" in argv
+    assert f"BUILDER_PYTHON_IMAGE=local/debian-python:{official_suite()}" in argv
+    assert "TARGETARCH=arm64" in argv
     suffix = "" if host_arch() == "arm64" else "-arm64"
     assert f"PYTHON_BASE_IMAGE=local/debian-python:{official_suite()}{suffix}" in argv
+
+
+def test_the_per_arch_plan_on_official_bases_emulates_its_builder_stage() -> None:
+    """The classic builder refuses a copy between stages of two platforms once given
+    `--platform` (which picks an official base's variant): the builder runs on the image's."""
+    request = image_build.BuildRequest(platforms=BOTH, tag="kit:multi")
+    argv = image_build.docker_build_argv(request, "linux/arm64")
+    assert "--platform=linux/arm64" in argv
+    assert "BUILDER_PLATFORM=linux/arm64" in argv
+    assert not any(a.startswith(("BUILDER_PYTHON_IMAGE=", "BUILDER_UV_IMAGE=")) for a in argv)
 
 
 def test_multi_base_dockerfile_picks_the_stage_by_targetarch() -> None:
