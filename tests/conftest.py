@@ -77,9 +77,9 @@ def one_demo_on_the_daemon(run_shared: Path) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def arm64_kit_cache(run_shared: Path) -> None:
-    """The arm64 build of the working tree (under qemu: minutes) done once per run, before
-    the tests and the benchmark that build per-arch: they then find its layers in the
-    daemon's cache instead of each building arm64 from nothing at the same time."""
+    """The arm64 build of the working tree done once per run, before the tests and the
+    benchmark that build per-arch: they then find its layers in the daemon's cache
+    instead of each building arm64 from nothing at the same time."""
     images.build_once(run_shared, images.ARM64_TAG, arch="arm64")
 
 

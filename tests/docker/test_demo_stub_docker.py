@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from bandkit.demo import cli_image, stub_brains, teardown
 from bandkit.demo.layout import DemoLayout
@@ -74,8 +75,11 @@ class Platform:
 
 
 @pytest.fixture(scope="module")
-def platform() -> Iterator[Platform]:
-    built = invoke("demo.build", "--brains", "stub", timeout=1800)
+def platform(run_shared: Path) -> Iterator[Platform]:
+    # Workers that run this module's tests take turns: the first builds, the next finds
+    # every image built (2 s) instead of building them all beside it.
+    with FileLock(str(run_shared / "demo-build-stub.lock"), timeout=1800):
+        built = invoke("demo.build", "--brains", "stub", timeout=1800)
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     assert f"demo.build: codex-cli {cli_image.codex_version()} (" in built.stdout
     run_dir = scratch_dir("demo-stub-docker-")

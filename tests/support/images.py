@@ -35,7 +35,8 @@ def build_once(
     done = shared / f"built-{tag.replace(':', '-')}"
     with FileLock(str(done) + ".lock", timeout=1800):
         if not done.exists():
-            image_bases.ensure_bases((arch or host_arch(),))
+            # A foreign arch is cross-built: its builder stage runs on this one's bases.
+            image_bases.ensure_bases(tuple(dict.fromkeys((host_arch(), arch or host_arch()))))
             request = image_build.BuildRequest(
                 platforms=(f"linux/{arch}",) if arch else (),
                 tag=tag,
