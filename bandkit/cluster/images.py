@@ -14,8 +14,8 @@ from bandkit.cluster.errors import ClusterError
 from bandkit.cluster.layout import Node
 from bandkit.cluster.swarm import docker
 
-SAVE_TIMEOUT_S = 300.0
-LOAD_TIMEOUT_S = 300.0
+SAVE_TIMEOUT_S = 600.0  # several GB at once (a demo's three agent images)
+LOAD_TIMEOUT_S = 600.0
 
 
 def host_id(image: str) -> str | None:
@@ -57,10 +57,12 @@ def distribute(
     scratch: Path,
     progress: Callable[[str], None] = print,
 ) -> list[str]:
-    """Load each image into every node that lacks it (same id: skipped); what was done."""
-    done: list[str] = []
+    """Load `images` into every node that lacks one of them (same id: skipped), from one
+    `docker save` of those images: the layers they share (the kit image's, under agent
+    images) are written and loaded once, not once per image. What was done."""
     if scratch.is_dir():
         sweep(scratch)
+    lacking: dict[str, list[Node]] = {}
     for image in images:
         wanted = host_id(image)
         if wanted is None:
@@ -68,37 +70,34 @@ def distribute(
                 f"the host's Docker has no image {image}; build it first "
                 "(`uv run invoke build` for the kit image)"
             )
-        lacking = [n for n in targets if node_id(n, image) != wanted]
-        if not lacking:
-            continue
-        progress(f"cluster.up: loading {image} into {', '.join(n.name for n in lacking)} ...")
-        scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, raw = tempfile.mkstemp(dir=scratch, prefix=f"image-{os.getpid()}-", suffix=".tar")
-        os.close(fd)
-        archive = Path(raw)
-        try:
-            tools.run(
-                ["docker", "image", "save", "--output", str(archive), image],
-                what=f"docker save {image}",
-                timeout=SAVE_TIMEOUT_S,
-                unset=("DOCKER_HOST",),
-                error=ClusterError,
+        nodes = [n for n in targets if node_id(n, image) != wanted]
+        if nodes:
+            lacking[image] = nodes
+    if not lacking:
+        return []
+    loaders = [n for n in targets if any(n in nodes for nodes in lacking.values())]
+    names = ", ".join(lacking)
+    progress(f"cluster.up: loading {names} into {', '.join(n.name for n in loaders)} ...")
+    scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, raw = tempfile.mkstemp(dir=scratch, prefix=f"image-{os.getpid()}-", suffix=".tar")
+    os.close(fd)
+    archive = Path(raw)
+    try:
+        tools.run(
+            ["docker", "image", "save", "--output", str(archive), *lacking],
+            what=f"docker save {names}",
+            timeout=SAVE_TIMEOUT_S,
+            unset=("DOCKER_HOST",),
+            error=ClusterError,
+        )
+
+        def load(node: Node) -> None:
+            docker(
+                node, "image", "load", "--quiet", "--input", str(archive), timeout=LOAD_TIMEOUT_S
             )
 
-            def load(node: Node, archive: Path = archive) -> None:
-                docker(
-                    node,
-                    "image",
-                    "load",
-                    "--quiet",
-                    "--input",
-                    str(archive),
-                    timeout=LOAD_TIMEOUT_S,
-                )
-
-            with ThreadPoolExecutor(max_workers=len(lacking)) as pool:
-                list(pool.map(load, lacking))
-        finally:
-            archive.unlink(missing_ok=True)
-        done.append(f"{image} -> {', '.join(n.name for n in lacking)}")
-    return done
+        with ThreadPoolExecutor(max_workers=len(loaders)) as pool:
+            list(pool.map(load, loaders))
+    finally:
+        archive.unlink(missing_ok=True)
+    return [f"{image} -> {', '.join(n.name for n in nodes)}" for image, nodes in lacking.items()]

@@ -7,9 +7,11 @@
 * `provision_cast`: `bandkit.kit.provision` for each role without creating the sandbox:
   register, write agent.id into the staged band.yaml, store the key as a proxy-managed
   secret scoped to the sandbox name (all recorded in the manifest first).
-* `agent_images`: on docker, each role's agent image (`bandkit.image.agent`: the sandbox
+* `agent_images`: on docker and swarm, each role's agent image (`bandkit.image.agent`: the sandbox
   image with the staged workspace's locked dependencies synced in), built at once, so the
   sandboxes start with no download; a later run with the same inputs builds nothing.
+* `stage_images`: those images made ready where the runtime starts sandboxes, together
+  (swarm: one archive loaded into each node).
 * `create_sandboxes`: one sandbox per role with the platform's env and egress, plus what
   the brains add (`brains.Brains`: the model's env, its key as a secret, its egress).
 * `wait_connected`: until every agent's startup log says it is connected, with a deadline
@@ -141,6 +143,15 @@ def agent_images(
     for role, image in made.items():
         log(f"agent image: {CAST[role].name}: {image.line()}")
     return {role: image.tag for role, image in made.items()}
+
+
+def stage_images(runtime: Runtime, images: Mapping[Role, str | None]) -> None:
+    """The agent images made ready where the runtime starts sandboxes, all at once (on
+    swarm: one archive loaded into each node, their shared layers once)."""
+    try:
+        runtime.stage_images([image for image in images.values() if image])
+    except SandboxError as exc:
+        raise DemoError(f"staging the agent images on {runtime.name.value}: {exc}") from None
 
 
 def create_sandboxes(

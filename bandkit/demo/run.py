@@ -215,8 +215,9 @@ class DemoRun:
         kit = preflight.kit_for(runtime)
         base = cli_image.sandbox_image(options.brains, runtime.name.value)
         images: dict[Role, str | None] = dict.fromkeys(requests)
-        if base is not None:  # docker: start with the dependencies in the image
+        if base is not None:  # docker, swarm: start with the dependencies in the image
             images.update(cast_ops.agent_images(requests, base=base, log=say))
+            cast_ops.stage_images(runtime, images)
         cast_ops.create_sandboxes(
             requests,
             runtime=runtime,

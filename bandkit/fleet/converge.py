@@ -370,7 +370,7 @@ def stage_templates(state: Manifest, run_dir: Path, images: Iterable[str]) -> No
     sbx = get_runtime(RuntimeName.SBX.value, run_dir=run_dir / "runtimes", manifest=state)
     for image in wanted_images:
         try:
-            sbx.stage_image(image)
+            sbx.stage_images([image])
         except SandboxError as exc:
             raise FleetError(f"the fleet's sbx template {image}: {exc}") from None
 
@@ -444,7 +444,7 @@ def _carried_image(
 
     def make() -> str:
         extract(image, want.carried, dest)
-        get_runtime(want.runtime, run_dir=run_dir / "runtimes").stage_image(image)
+        get_runtime(want.runtime, run_dir=run_dir / "runtimes").stage_images([image])
         return image
 
     return images.tag((ident, "carried", want.runtime), make), dest, ident
@@ -459,7 +459,7 @@ def _agent_image(want: Wanted, run_dir: Path, base: str, log: Log, images: Stage
     def make() -> str:
         made = agent.build(want.workspace, base=base, progress=log)
         log(f"agent image {made.line()}")
-        get_runtime(want.runtime, run_dir=run_dir / "runtimes").stage_image(made.tag)
+        get_runtime(want.runtime, run_dir=run_dir / "runtimes").stage_images([made.tag])
         return made.tag
 
     key = (str(want.workspace.resolve()), base, want.runtime)

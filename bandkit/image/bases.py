@@ -25,6 +25,7 @@ import subprocess
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,20 +99,24 @@ def ensure_bases(arches: tuple[str, ...], progress: Progress = print) -> list[st
             raise ImageError(f"unsupported arch {arch!r}; use amd64 or arm64")
         if arch != host_arch():
             enable_emulation(arch)
-    summary = []
-    for base in planned(arches):
-        if image_exists(base.tag):
-            summary.append(f"{base.tag}: present")
-            continue
-        foreign = base.kind == "python" and base.arch != host_arch()
-        slow = " (debootstrap under qemu: several minutes)" if foreign else ""
-        progress(f"image.bases: making {base.tag} ...{slow}")
-        if base.kind == "python":
-            _make_python(base, progress)
-        else:
-            _make_uv(base, progress)
-        summary.append(f"{base.tag}: made")
-    return summary
+    wanted = list(planned(arches))
+    missing = [base for base in wanted if not image_exists(base.tag)]
+    # Each base is made on its own: the debootstraps run side by side (a foreign one is
+    # mostly one emulated process, the native one mostly downloads and disk), so both
+    # arches take about as long as the foreign one alone.
+    with ThreadPoolExecutor(max_workers=max(1, len(missing))) as pool:
+        list(pool.map(lambda base: _make(base, progress), missing))
+    return [f"{base.tag}: {'made' if base in missing else 'present'}" for base in wanted]
+
+
+def _make(base: Base, progress: Progress) -> None:
+    foreign = base.kind == "python" and base.arch != host_arch()
+    slow = " (debootstrap under qemu: several minutes)" if foreign else ""
+    progress(f"image.bases: making {base.tag} ...{slow}")
+    if base.kind == "python":
+        _make_python(base, progress)
+    else:
+        _make_uv(base, progress)
 
 
 def enable_emulation(arch: str) -> None:

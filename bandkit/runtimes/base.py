@@ -221,9 +221,10 @@ class Runtime(ABC):
     def removers(self) -> dict[Kind, Remover]:
         """Removers for the kinds this runtime records (used by `manifest.teardown`)."""
 
-    def stage_image(self, image: str) -> None:
-        """Make `image` ready where this runtime starts sandboxes, ahead of `create` (so a
-        sandbox replaced by one of it is down only while it restarts). One host: nothing."""
+    def stage_images(self, images: Sequence[str]) -> None:
+        """Make `images` ready where this runtime starts sandboxes, ahead of `create` (so a
+        sandbox replaced by one of them is down only while it restarts; a cluster moves
+        them together, their shared layers once). One host: nothing."""
         return
 
     def where(self, name: str) -> str:

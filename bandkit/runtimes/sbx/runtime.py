@@ -313,10 +313,11 @@ class SbxRuntime(Runtime):
             self.keys.drop(validate_name(sandbox), host=host)
         secrets.remove_secret(self.cli, sandbox, host, placeholder)
 
-    def stage_image(self, image: str) -> None:
-        """Load local image `image` into sbx's image store unless it is held there (a
-        pinned or remote reference is sbx's to pull); recorded in this runtime's manifest."""
-        self.ensure_template(image)
+    def stage_images(self, images: Sequence[str]) -> None:
+        """Load each local image of `images` into sbx's image store unless it is held there
+        (a pinned or remote reference is sbx's to pull); recorded in this runtime's manifest."""
+        for image in images:
+            self.ensure_template(image)
 
     def ensure_template(self, image: str) -> str:
         """Make sure sbx holds local image `image` (the rules: `templates`). Returns what

@@ -191,7 +191,7 @@ class SwarmRuntime(Runtime):
         Docker); the agent's gid."""
         engine = self.engine
         if self.local:
-            self._distribute(image)
+            self._distribute([image])
         labels = image_labels(engine, image)
         if labels is None:
             raise SandboxError(
@@ -200,21 +200,28 @@ class SwarmRuntime(Runtime):
             )
         return agent_gid(engine, image, labels)
 
-    def _distribute(self, image: str) -> None:
-        """Load `image` into the local cluster's nodes that lack it; once per process
-        for as long as the host's tag names the same image (a fleet's agents share one)."""
-        key = (self._manager_host(), image)
+    def _distribute(self, images: Sequence[str]) -> None:
+        """Load `images` into the local cluster's nodes that lack them, together (their
+        shared layers moved once); each once per process for as long as the host's tag
+        names the same image (a fleet's agents share one)."""
+        manager = self._manager_host()
         with _STAGING:
-            wanted = cluster_images.host_id(image)
-            if wanted is not None and _STAGED.get(key) == wanted:
+            wanted = {image: cluster_images.host_id(image) for image in images}
+            todo = [
+                image
+                for image, found in wanted.items()
+                if found is None or _STAGED.get((manager, image)) != found
+            ]
+            if not todo:
                 return
             cluster_images.distribute(
-                [image],
+                todo,
                 self._local_nodes(),
                 self.run_dir / "scratch",
                 progress=lambda line: None,
             )
-            _STAGED[key] = wanted or ""
+            for image in todo:
+                _STAGED[(manager, image)] = wanted[image] or ""
 
     # -- lifecycle
     def create(self, spec: SandboxSpec) -> None:
@@ -485,10 +492,13 @@ class SwarmRuntime(Runtime):
                 rows.append((fields[0], fields[1], fields[2]))
         return rows
 
-    def stage_image(self, image: str) -> None:
-        """Load `image` into the local cluster's nodes that lack it; on another swarm,
-        check that its manager has it."""
-        self._image(image)
+    def stage_images(self, images: Sequence[str]) -> None:
+        """Load `images` into the local cluster's nodes that lack them, in one archive;
+        on another swarm, check that its manager has each."""
+        if self.local:
+            self._distribute(images)
+        for image in images:
+            self._image(image)  # the check; on the local cluster already staged
 
     def where(self, name: str) -> str:
         """The node the agent's task is on (`-` when it has none)."""
