@@ -239,7 +239,7 @@ def restart(layout: Layout, name: str, progress: Progress = print) -> float:
 
 def _load(cluster: Cluster, image_refs: Sequence[str], progress: Progress) -> None:
     if image_refs:
-        images.distribute(image_refs, cluster.nodes, cluster.layout.home / "scratch", progress)
+        images.distribute(image_refs, cluster.nodes, progress)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from bandkit.cluster import (
     Layout,
     daemons,
     describe,
-    images,
     lifecycle,
     network,
     status,
@@ -136,23 +135,3 @@ def test_a_directory_bound_onto_itself_counts_as_mounted(tmp_path: Path) -> None
     assert network.mounted(Path("/run/with space"), table)
     assert not network.mounted(Path("/run"), table)
     assert not network.mounted(Path("/run/netns/x"), table)
-
-
-def test_a_killed_loads_archive_is_swept_and_a_live_ones_kept(tmp_path: Path) -> None:
-    """`kill -9` during an image load leaves its archive in the scratch directory; the
-    next load removes it (its maker is gone) and keeps another process's in progress."""
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    stale = tmp_path / f"image-{dead.pid}-abc.tar"
-    live = tmp_path / f"image-{os.getpid()}-def.tar"
-    for path in (stale, live):
-        path.write_bytes(b"tar")
-    outside = tmp_path.parent / f"{tmp_path.name}-outside"
-    outside.write_bytes(b"keep")
-    link = tmp_path / f"image-{dead.pid}-link.tar"
-    link.symlink_to(outside)
-    assert images.sweep(tmp_path) == [stale]
-    assert live.exists()
-    assert not stale.exists()
-    assert link.is_symlink()
-    assert outside.read_bytes() == b"keep"

@@ -214,12 +214,7 @@ class SwarmRuntime(Runtime):
             ]
             if not todo:
                 return
-            cluster_images.distribute(
-                todo,
-                self._local_nodes(),
-                self.run_dir / "scratch",
-                progress=lambda line: None,
-            )
+            cluster_images.distribute(todo, self._local_nodes(), progress=lambda line: None)
             for image in todo:
                 _STAGED[(manager, image)] = wanted[image] or ""
 
