@@ -58,6 +58,20 @@ class EnvVar(StrEnum):
     HOME = "HOME"
 
 
+# uv's settings that change what `uv sync --locked` installs from one lock (which groups,
+# editable or not, which sources and config): the sync's fast path compares them too, so
+# a venv synced without a group is never taken for one with it. Others (the cache, the
+# link mode, bytecode) change how it installs, not what.
+SYNC_SELECTION_ENV = (
+    "UV_NO_DEV",
+    "UV_NO_GROUP",
+    "UV_NO_DEFAULT_GROUPS",
+    "UV_NO_EDITABLE",
+    "UV_NO_SOURCES",
+    "UV_CONFIG_FILE",
+    "UV_NO_CONFIG",
+)
+
 # Shorter alias other packages import: `from launcher.constants import INSECURE_ENDPOINTS_ENV`.
 INSECURE_ENDPOINTS_ENV = EnvVar.ALLOW_INSECURE_ENDPOINTS.value
 

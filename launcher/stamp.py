@@ -6,8 +6,8 @@ records:
   a digest of the validation code itself, so a changed file or a changed launcher
   means validating again;
 - `sync`: the fingerprint of the last `uv sync --locked` (uv.lock, pyproject.toml,
-  the base interpreter, the venv and project paths) and the venv's installed
-  distributions.
+  the base interpreter, the venv and project paths, uv's dependency selection settings)
+  and the venv's installed distributions.
 The stamp only ever skips work: a missing, unreadable or foreign stamp means "do
 everything". It is read only from a state path that already passed the runtime
 path rule (outside the workspace and the SDK home), so the workspace cannot forge it.
@@ -19,10 +19,11 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from launcher.constants import STAMP_FILENAME
+from launcher.constants import STAMP_FILENAME, SYNC_SELECTION_ENV
 
 STAMP_VERSION = 1
 # Source files whose contents decide whether a document is valid.
@@ -98,7 +99,14 @@ def interpreter_identity(interpreter: Path) -> dict[str, Any]:
     }
 
 
-def sync_fingerprint(project: Path, environment: Path, interpreter: Path) -> dict[str, Any]:
+def sync_selection(environ: Mapping[str, str]) -> dict[str, str]:
+    """The uv settings in `environ` that change what the sync installs (`SYNC_SELECTION_ENV`)."""
+    return {name: environ[name] for name in SYNC_SELECTION_ENV if name in environ}
+
+
+def sync_fingerprint(
+    project: Path, environment: Path, interpreter: Path, selection: Mapping[str, str]
+) -> dict[str, Any]:
     """What a `uv sync --locked` result depends on (files must exist: checked before)."""
     return {
         "lock_sha256": _sha256(project / "uv.lock"),
@@ -106,6 +114,7 @@ def sync_fingerprint(project: Path, environment: Path, interpreter: Path) -> dic
         "interpreter": interpreter_identity(interpreter),
         "environment": str(environment),
         "project": str(project),
+        "selection": dict(selection),
     }
 
 
@@ -142,6 +151,7 @@ def sync_skip_reason(
         ("interpreter", "the base interpreter changed"),
         ("environment", "runtime.environmentPath changed"),
         ("project", "the project path changed"),
+        ("selection", "uv's dependency selection (UV_NO_DEFAULT_GROUPS and the like) changed"),
     ):
         if recorded.get(key) != fingerprint[key]:
             return False, label

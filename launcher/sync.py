@@ -5,8 +5,9 @@ runtime.environmentPath, the cache at runtime.cachePath, the SDK's base
 interpreter (never a download) and HOME=/home/agent, serialized by a file lock
 under runtime.statePath. Without a committed uv.lock nothing is resolved: the
 launch stops with the `uv lock` hint. Fast path: when uv.lock, pyproject.toml and
-the interpreter are unchanged since the last successful sync and the venv is
-intact (see `launcher.stamp`), uv is not run at all.
+the interpreter are unchanged since the last successful sync, and so are uv's settings
+that select what it installs (`SYNC_SELECTION_ENV`), and the venv is intact (see
+`launcher.stamp`), uv is not run at all.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from launcher.stamp import (
     remove_stamp_sync,
     schema_fingerprint,
     sync_fingerprint,
+    sync_selection,
     sync_skip_reason,
     trusted_config_digest,
     write_stamp,
@@ -63,7 +65,9 @@ def require_locked_project(project: Path) -> None:
 def plan_sync(launch: ResolvedLaunch) -> SyncPlan:
     """Decide whether uv must run (no side effects)."""
     require_locked_project(launch.project)
-    fingerprint = sync_fingerprint(launch.project, launch.environment_path, launch.interpreter)
+    fingerprint = sync_fingerprint(
+        launch.project, launch.environment_path, launch.interpreter, sync_selection(os.environ)
+    )
     skip, reason = sync_skip_reason(
         launch.stamp, fingerprint, launch.environment_path, launch.interpreter
     )

@@ -134,7 +134,9 @@ def agent_images(
 
     def one(role: Role) -> tuple[Role, BuiltImage]:
         try:
-            return role, agent_image.build(requests[role].workspace, base=base, progress=log)
+            request = requests[role]
+            built = agent_image.build(request.workspace, base=base, env=request.env, progress=log)
+            return role, built
         except ImageError as exc:
             raise DemoError(f"the agent image of {CAST[role].name}: {exc}") from None
 

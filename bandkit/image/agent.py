@@ -38,7 +38,7 @@ import re
 import secrets
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 
 from bandkit.dockercli import (
@@ -53,6 +53,7 @@ from bandkit.dockercli import (
 from bandkit.fsio import remove_path
 from bandkit.image.built import BuiltImage
 from bandkit.image.facts import LOCAL_TAG
+from launcher.stamp import sync_selection
 
 BUILD_TIMEOUT_S = 1800.0
 PROOF_TIMEOUT_S = 120.0
@@ -113,12 +114,16 @@ def source_digest(workspace: Path) -> str:
     return digest.hexdigest()[:20]
 
 
-def tag_for(workspace: Path, base_id: str, carry: str = "") -> str:
+def tag_for(
+    workspace: Path, base_id: str, carry: str = "", selection: Mapping[str, str] | None = None
+) -> str:
     """The tag: over the recipe, the base, where the workspace is inside (the host path,
-    or `carry`) and its lock files; with `carry`, its files too."""
+    or `carry`), its lock files and uv's selection settings; with `carry`, its files too."""
     digest = hashlib.sha256(f"{RECIPE}\n{base_id}\n{carry or workspace}\n".encode())
     for name in FILES:
         digest.update(hashlib.sha256((workspace / name).read_bytes()).digest())
+    if selection:  # none: the tag an image built before selections existed still has
+        digest.update(json.dumps(dict(sorted(selection.items()))).encode())
     if carry:
         digest.update(f"carried {source_digest(workspace)}\n".encode())
     name = re.sub(r"[^a-z0-9]+", "-", workspace.name.lower()).strip("-") or "agent"
@@ -138,16 +143,18 @@ def sync_argv(
     carry: str = "",
     mounted: bool = True,
     entrypoint: str = "/usr/bin/env",
+    selection: Mapping[str, str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """The `docker create`/`run` options, and the `env` variables before the command, that
-    run the sync phase for `workspace` (uv trusting `bundle` too, when given): mounted
-    read-only at its own path; with `carry`, at the path the image holds it, and mounted
-    (unless not `mounted`: the image's own copy) at CARRY_SOURCE, to be copied in (see
-    `build`)."""
+    run the sync phase for `workspace` (uv trusting `bundle` too, when given; with uv's
+    `selection` settings, as its sandboxes will have them): mounted read-only at its own
+    path; with `carry`, at the path the image holds it, and mounted (unless not
+    `mounted`: the image's own copy) at CARRY_SOURCE, to be copied in (see `build`)."""
     options = ["--entrypoint", entrypoint]
     if mounted:
         options += ["--volume", f"{workspace}:{CARRY_SOURCE if carry else workspace}:ro"]
     variables = [f"WORKSPACE_DIR={carry or workspace}", "UV_COMPILE_BYTECODE=1"]
+    variables += [f"{name}={value}" for name, value in sorted((selection or {}).items())]
     if bundle is not None:
         options += ["--volume", f"{bundle}:{BUNDLE_IN_BUILD}:ro"]
         variables += [f"SSL_CERT_FILE={BUNDLE_IN_BUILD}", f"REQUESTS_CA_BUNDLE={BUNDLE_IN_BUILD}"]
@@ -175,26 +182,31 @@ def build(
     *,
     base: str = LOCAL_TAG,
     carry: str = "",
+    env: Mapping[str, str] | None = None,
     progress: Callable[[str], None] = print,
 ) -> BuiltImage:
     """The agent image of `workspace` on `base` (holding the workspace at `carry`, when
-    given): found, or built and proved."""
+    given), synced with uv's selection settings in `env`, the sandboxes' environment (a
+    demo's scripted brains leave the default groups out): found, or built and proved."""
     began = time.monotonic()
     workspace = _workspace(workspace)
     carry = _carry_path(carry) if carry else ""
+    selection = sync_selection(env or {})
     if not image_exists(base):
         raise ImageError(f"image {base} is missing; run `{BUILD_COMMAND}`")
     entrypoint, command = _config(base)
     if not entrypoint:
         raise ImageError(f"{base} has no entrypoint: is it the kit image?")
-    tag = tag_for(workspace, image_id(base), carry)
+    tag = tag_for(workspace, image_id(base), carry, selection)
     if image_exists(tag):
         return BuiltImage(tag, False, time.monotonic() - began, image_size(tag))
     into = f" (the workspace at {carry})" if carry else ""
     progress(f"build-agent: syncing {workspace.name}'s locked dependencies into {tag}{into} ...")
     name = f"band-agent-build-{secrets.token_hex(6)}"
     shell = "/bin/sh" if carry else "/usr/bin/env"  # carrying: copied in as root first
-    options, variables = sync_argv(workspace, host_bundle(), carry=carry, entrypoint=shell)
+    options, variables = sync_argv(
+        workspace, host_bundle(), carry=carry, entrypoint=shell, selection=selection
+    )
     run = [*variables, *entrypoint, *PREBUILD]
     if carry:  # then the same sync through the entrypoint
         run = ["-c", CARRY_SCRIPT, carry, "/usr/bin/env", *run]
@@ -210,14 +222,16 @@ def build(
         docker(["commit", *changes, name, tag], 600)
     finally:
         docker(["rm", "--force", name], 60, check=False)
-    _prove(tag, workspace, carry)
+    _prove(tag, workspace, carry, selection)
     return BuiltImage(tag, True, time.monotonic() - began, image_size(tag))
 
 
-def _prove(tag: str, workspace: Path, carry: str) -> None:
+def _prove(tag: str, workspace: Path, carry: str, selection: Mapping[str, str]) -> None:
     """The sync phase in a fresh container of `tag`, with no network (and, carrying, no
     mount: the image's own copy): it must skip uv."""
-    options, variables = sync_argv(workspace, None, carry=carry, mounted=not carry)
+    options, variables = sync_argv(
+        workspace, None, carry=carry, mounted=not carry, selection=selection
+    )
     entrypoint, _ = _config(tag)
     argv = ["run", "--rm", "--network", "none", *options, tag, *variables]
     ran = docker([*argv, *(entrypoint or []), *PREBUILD], PROOF_TIMEOUT_S, check=False)

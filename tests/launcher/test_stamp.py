@@ -11,6 +11,7 @@ from launcher.stamp import (
     read_stamp,
     schema_fingerprint,
     sync_fingerprint,
+    sync_selection,
     sync_skip_reason,
     trusted_config_digest,
     venv_problem,
@@ -53,7 +54,7 @@ def test_skip_needs_every_input_unchanged_and_an_intact_venv(box: Box) -> None:
     (box.ws / "uv.lock").write_text("version = 1\n")
     venv = _venv(box.root)
     interpreter = base_interpreter()
-    fingerprint = sync_fingerprint(box.ws, venv, interpreter)
+    fingerprint = sync_fingerprint(box.ws, venv, interpreter, {})
     stamp = {"sync": {**fingerprint, "distributions": installed_distributions(venv)}}
     assert sync_skip_reason(stamp, fingerprint, venv, interpreter)[0]
 
@@ -66,6 +67,7 @@ def test_skip_needs_every_input_unchanged_and_an_intact_venv(box: Box) -> None:
         ("pyproject_sha256", "pyproject.toml changed"),
         ("interpreter", "the base interpreter changed"),
         ("environment", "runtime.environmentPath changed"),
+        ("selection", "uv's dependency selection (UV_NO_DEFAULT_GROUPS and the like) changed"),
     ):
         changed = {**fingerprint, key: "different"}
         assert sync_skip_reason(stamp, changed, venv, interpreter) == (False, reason)
@@ -82,3 +84,11 @@ def test_venv_problems(tmp_path: Path) -> None:
     assert "no bin/python" in venv_problem(venv, base_interpreter())
     (venv / "pyvenv.cfg").unlink()
     assert "pyvenv.cfg" in venv_problem(venv, base_interpreter())
+
+
+def test_the_selection_is_the_uv_settings_that_change_what_is_installed() -> None:
+    """A venv synced without the default groups (a demo's scripted brains) is not the one
+    its stub brains need: UV_NO_DEFAULT_GROUPS is in the fingerprint, UV_CACHE_DIR not."""
+    environ = {"UV_NO_DEFAULT_GROUPS": "true", "UV_CACHE_DIR": "/c", "HOME": "/h"}
+    assert sync_selection(environ) == {"UV_NO_DEFAULT_GROUPS": "true"}
+    assert sync_selection({}) == {}
