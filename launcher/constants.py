@@ -55,6 +55,9 @@ class EnvVar(StrEnum):
     REST_URL = "BAND_REST_URL"
     WS_URL = "BAND_WS_URL"
     LOG_LEVEL = "BAND_LOG_LEVEL"
+    # Seconds the launcher waits, before the exec, for the endpoints to accept a connection
+    # (a cluster runtime sets it: an agent may start before its proxy is reachable).
+    ENDPOINT_WAIT = "BAND_KIT_ENDPOINT_WAIT_S"
     HOME = "HOME"
 
 

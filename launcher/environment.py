@@ -19,6 +19,8 @@ from launcher.constants import (
 )
 from launcher.errors import LauncherError, Phase
 
+MAX_ENDPOINT_WAIT_S = 600.0
+
 
 def _lookup(environ: Mapping[str, str], name: str) -> str:
     if name in environ:
@@ -44,6 +46,7 @@ class LauncherEnv:
     rest_url: str = ""
     ws_url: str = ""
     log_level: str = ""
+    endpoint_wait: str = ""
     credentials: dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -62,6 +65,7 @@ class LauncherEnv:
             rest_url=_lookup(env, EnvVar.REST_URL),
             ws_url=_lookup(env, EnvVar.WS_URL),
             log_level=_lookup(env, EnvVar.LOG_LEVEL),
+            endpoint_wait=_lookup(env, EnvVar.ENDPOINT_WAIT),
             credentials=credentials,
         )
 
@@ -88,3 +92,21 @@ class LauncherEnv:
                 f"{EnvVar.AGENT_UID} must be a non-root numeric uid, got {raw!r}",
             )
         return int(raw)
+
+    def endpoint_wait_s(self) -> float:
+        """`BAND_KIT_ENDPOINT_WAIT_S`: seconds (0 to 600) to wait for the endpoints before
+        the exec; unset or empty is 0, no wait."""
+        raw = self.endpoint_wait.strip()
+        if not raw:
+            return 0.0
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        if not 0 <= value <= MAX_ENDPOINT_WAIT_S:
+            raise LauncherError(
+                Phase.CONFIG,
+                f"{EnvVar.ENDPOINT_WAIT} must be a number of seconds from 0 to "
+                f"{MAX_ENDPOINT_WAIT_S:g}, got {raw!r}",
+            )
+        return value

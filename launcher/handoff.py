@@ -35,3 +35,4 @@ class ResolvedLaunch:
     repo: RepoSpec | None
     credentials: dict[str, str] = field(repr=False)
     stamp: dict[str, Any] = field(repr=False)
+    endpoint_wait_s: float = 0.0  # BAND_KIT_ENDPOINT_WAIT_S: the reach phase's bound

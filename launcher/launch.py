@@ -29,6 +29,7 @@ from launcher.errors import LauncherError, Phase
 from launcher.handoff import ResolvedLaunch
 from launcher.identity import require_agent_uid
 from launcher.paths import require_project_present, resolve_paths, runtime_path_problem
+from launcher.reach import wait_for_endpoints
 from launcher.stamp import base_interpreter, read_stamp, trusted_config_digest
 from launcher.urls import shown_endpoint
 
@@ -69,6 +70,7 @@ def resolve_launch(
     spec = validated_spec(document, trusted_digest=trusted)
     endpoints = resolve_endpoints(spec, env)
     agent_id = resolve_agent_id(spec, env)
+    endpoint_wait_s = env.endpoint_wait_s()
     logger.info(
         "phase config: %s (%s), agent %s, rest %s, ws %s",
         document.path,
@@ -122,6 +124,7 @@ def resolve_launch(
         repo=spec.repo,
         credentials=credentials,
         stamp=stamp,
+        endpoint_wait_s=endpoint_wait_s,
     )
 
 
@@ -156,6 +159,7 @@ def execute(launch: ResolvedLaunch) -> NoReturn:
     python = launch.environment_path / "bin" / "python"
     if not python.is_file():
         raise LauncherError(Phase.EXEC, f"the venv has no interpreter after the sync: {python}")
+    wait_for_endpoints((launch.endpoints.rest_url, launch.endpoints.ws_url), launch.endpoint_wait_s)
     argv = [str(python), str(launch.entrypoint)]
     logger.info("phase exec: %s %s (cwd %s, pid %d)", *argv, launch.project, os.getpid())
     for handler in logging.getLogger().handlers:

@@ -42,3 +42,16 @@ def test_expected_uid() -> None:
     for bad in ("0", "-1", "agent"):
         with pytest.raises(LauncherError, match=r"^\[identity\]"):
             LauncherEnv.from_environ({"BAND_KIT_AGENT_UID": bad}).expected_uid()
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("", 0.0), ("0", 0.0), ("60", 60.0), ("2.5", 2.5)])
+def test_endpoint_wait(value: str, seconds: float) -> None:
+    env = LauncherEnv.from_environ({"BAND_KIT_ENDPOINT_WAIT_S": value})
+    assert env.endpoint_wait_s() == seconds
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "601", "nan", "inf"])
+def test_endpoint_wait_other_values_fail_in_config(value: str) -> None:
+    env = LauncherEnv.from_environ({"BAND_KIT_ENDPOINT_WAIT_S": value})
+    with pytest.raises(LauncherError, match=r"^\[config\] BAND_KIT_ENDPOINT_WAIT_S must be"):
+        env.endpoint_wait_s()

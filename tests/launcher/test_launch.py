@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,32 @@ def test_execute_syncs_then_execs_the_venv_python(
         "sync",
         (str(python), [str(python), str(launch.entrypoint)], str(launch.project), "agent-1"),
     ]
+
+
+def test_execute_waits_for_the_endpoints_after_the_sync_and_before_the_exec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    launch = replace(resolved(tmp_path), endpoint_wait_s=45.0)
+    python = launch.environment_path / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("")
+    calls: list[object] = []
+    monkeypatch.setattr("launcher.sync.synchronize", lambda launch: calls.append("sync"))
+
+    def fake_wait(urls: tuple[str, ...], wait_s: float) -> bool:
+        calls.append(("reach", urls, wait_s))
+        return True
+
+    def fake_execve(path: str, argv: list[str], env: dict[str, str]) -> None:
+        calls.append("exec")
+        raise SystemExit(0)
+
+    monkeypatch.setattr(launch_module, "wait_for_endpoints", fake_wait)
+    monkeypatch.setattr(launch_module.os, "execve", fake_execve)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        execute(launch)
+    assert calls == ["sync", ("reach", ("https://r.example", "wss://w.example/s"), 45.0), "exec"]
 
 
 def test_missing_interpreter_after_sync_fails_in_exec(

@@ -88,6 +88,7 @@ from bandkit.runtimes.docker.runtime import (
 )
 from bandkit.runtimes.keychain import Secrets
 from bandkit.runtimes.swarm import objects, relay
+from launcher.constants import EnvVar
 
 OWNER_RECORD = "owner.json"
 PROXY_PORT = 8080  # the proxy's first route listens here in its container; the next +1
@@ -103,6 +104,11 @@ PIDS_LIMIT = 512
 STOP_GRACE = "20s"
 PROXY_START_S = 60.0  # its image is on the node: starting it takes a second or two
 RESTART_DELAY = "2s"
+# A rescheduled agent may start before its proxy's name resolves on its new node (the
+# overlay's name table reaches a node some seconds after the network does) or before a
+# proxy moved with it listens: the launcher waits this long for the endpoints instead of
+# failing its first connect and restarting, again and again, after the delay above.
+ENDPOINT_WAIT_S = "60"
 # `--init` runs as root; the launcher it forwards the stop signal to runs as uid 1000, and
 # signalling another uid takes CAP_KILL: without it the init dies on the signal ("FATAL
 # tini: Operation not permitted") and takes the agent down at once, with no graceful stop.
@@ -250,7 +256,12 @@ class SwarmRuntime(Runtime):
                 net,
                 what="network create",
             )
-        env = {**spec.env, "WORKSPACE_DIR": str(spec.workspace_inside), GID_ENV: str(gid)}
+        env = {
+            **spec.env,
+            "WORKSPACE_DIR": str(spec.workspace_inside),
+            GID_ENV: str(gid),
+            EnvVar.ENDPOINT_WAIT: ENDPOINT_WAIT_S,
+        }
         if spec.ca_cert_pem:
             env["PROXY_CA_CERT_B64"] = base64.b64encode(spec.ca_cert_pem.encode()).decode()
         keys = self.secrets.of(name)
