@@ -149,6 +149,11 @@ def _the_key_is_only_in_the_proxy_service(clone: Path, key: str) -> None:
     proxy = _service(proxy_name)
     assert key not in json.dumps(proxy)
     proxy_container = proxy["Spec"]["TaskTemplate"]["ContainerSpec"]  # type: ignore[index]
+    # the proxy: on the agent's overlay and on the egress overlay the proxies share
+    proxy_nets = {n["Target"] for n in proxy["Spec"]["TaskTemplate"]["Networks"]}  # type: ignore[index]
+    (egress_net,) = proxy_nets - set(networks)
+    egress_labels = json.loads(on_node(1, "network", "inspect", egress_net))[0]["Labels"]
+    assert egress_labels["bandkit.egress"] == "shared"
     assert [s["File"]["Name"] for s in proxy_container["Secrets"]] == ["keyproxy.json"]
     assert proxy_container["User"] == "1000:1000"
     for service in (NAME, proxy_name):

@@ -7,6 +7,7 @@ The modules, one concern each:
 - `runtime`: `SwarmRuntime`, the lifecycle, the verbs and the removers (its docstring has
   what one sandbox is made of, and what `docker service create` cannot express);
 - `objects`: the labelled swarm objects and the removal of only what is ours;
+- `egress`: the overlay the credential proxies share, their way off their node;
 - `relay`: the platform relay on the local cluster's hub (a host process whose listening
   sockets live in the hub's network namespace), with its policy log.
 """

@@ -6,7 +6,8 @@ What one sandbox is, each piece recorded in the manifest before it is made and l
 this run's label):
 
 1. `<name>-<run>-in`: an `--internal` overlay, the agent's only network (no gateway).
-2. `<name>-<run>-out`: an overlay only the proxy joins, its way off the node.
+2. `bandkit-egress`: the overlay the proxies share, their way off their node (`egress`);
+   made by the first sandbox that needs it, removed by the last one out.
 3. the platform relay (local cluster, loopback platform): a host process listening on the
    hub (`relay`), the proxy's upstream, with the box's policy log.
 4. `<proxy>-cfg`: the proxy's config as a swarm secret (token, routes, the real keys),
@@ -87,7 +88,7 @@ from bandkit.runtimes.docker.runtime import (
     startup_command,
 )
 from bandkit.runtimes.keychain import Secrets
-from bandkit.runtimes.swarm import objects, relay
+from bandkit.runtimes.swarm import egress, objects, relay
 from launcher.constants import EnvVar
 
 OWNER_RECORD = "owner.json"
@@ -104,6 +105,7 @@ PIDS_LIMIT = 512
 STOP_GRACE = "20s"
 PROXY_START_S = 60.0  # its image is on the node: starting it takes a second or two
 RESTART_DELAY = "2s"
+EGRESS_ATTEMPTS = 3  # another process may remove the egress overlay as we create a proxy
 # A rescheduled agent may start before its proxy's name resolves on its new node (the
 # overlay's name table reaches a node some seconds after the network does) or before a
 # proxy moved with it listens: the launcher waits this long for the endpoints instead of
@@ -237,25 +239,23 @@ class SwarmRuntime(Runtime):
         box = self._box(name)
         self.record(Kind.SANDBOX, name, "box", name=name, part="box")
         box.mkdir(mode=0o700, parents=True, exist_ok=True)
-        inner, outer = f"{name}-{owner[:8]}-in", f"{name}-{owner[:8]}-out"
+        inner = f"{name}-{owner[:8]}-in"
         proxy = proxy_name(owner, name)
-        record = {"owner": owner, "inner": inner, "outer": outer, "proxy": proxy, "gid": gid}
+        record = {"owner": owner, "inner": inner, "proxy": proxy, "gid": gid}
         write_private(box / OWNER_RECORD, json.dumps(record))
-        engine = self.engine
-        for net, internal in ((inner, True), (outer, False)):
-            self.record(
-                Kind.SANDBOX, name, net, name=name, part="network", network=net, owner=owner
-            )
-            engine.run(
-                "network",
-                "create",
-                "--driver",
-                "overlay",
-                *(["--internal"] if internal else []),
-                *objects.label_args(name, owner),
-                net,
-                what="network create",
-            )
+        self.record(
+            Kind.SANDBOX, name, inner, name=name, part="network", network=inner, owner=owner
+        )
+        self.engine.run(
+            "network",
+            "create",
+            "--driver",
+            "overlay",
+            "--internal",
+            *objects.label_args(name, owner),
+            inner,
+            what="network create",
+        )
         env = {
             **spec.env,
             "WORKSPACE_DIR": str(spec.workspace_inside),
@@ -328,9 +328,10 @@ class SwarmRuntime(Runtime):
                 str(app),
                 what="config create",
             )
+        self.record(Kind.SANDBOX, name, "egress", name=name, part="egress")
         self.record(Kind.SANDBOX, name, proxy, name=name, part="service", object=proxy, owner=owner)
         script = PROXY_SCRIPT.format(app=PROXY_APP, config=PROXY_CONFIG)
-        engine.run(
+        argv = [
             "service",
             "create",
             "--detach",
@@ -339,8 +340,6 @@ class SwarmRuntime(Runtime):
             *objects.label_args(name, owner),
             "--network",
             str(record["inner"]),
-            "--network",
-            str(record["outer"]),
             "--secret",
             f"source={secret_name},target={PROXY_CONFIG},uid=1000,gid=1000,mode=0400",
             "--config",
@@ -362,12 +361,30 @@ class SwarmRuntime(Runtime):
             image,
             "-c",
             script,
-            what="service create (credential proxy)",
-            timeout=T_CREATE,
-        )
+        ]
+        self._create_proxy(argv)
         self._wait_running(proxy, "the credential proxy")
         ports = [PROXY_PORT + index for index in range(len(routes))]
         return boxnet.proxied_urls(names, ports, token, proxy)
+
+    def _create_proxy(self, argv: list[str]) -> None:
+        """`service create` of a proxy on the egress overlay too (`argv` with the image
+        and command last); made again when the last sandbox of another process removed it
+        between our look and our create."""
+        engine = self.engine
+        for attempt in range(EGRESS_ATTEMPTS):
+            network = egress.ensure(engine)
+            at = argv.index("--network")
+            full = [*argv[:at], "--network", network, *argv[at:]]
+            result = engine.run(
+                *full, what="service create (credential proxy)", timeout=T_CREATE, check=False
+            )
+            if result.returncode == 0:
+                return
+            text = result.stderr.strip()
+            gone = network in text and "not found" in text.lower()
+            if not gone or attempt + 1 == EGRESS_ATTEMPTS:
+                raise SandboxError(f"swarm: service create (credential proxy): {text[:500]}")
 
     def _relay_routes(self, name: str, routes: list[dict[str, object]]) -> None:
         """Send each route to a loopback platform through the box's relay on the hub."""
@@ -582,8 +599,9 @@ class SwarmRuntime(Runtime):
         return Logs(startup=out.stdout + out.stderr, launcher=launcher)
 
     def remove(self, name: str) -> None:
-        """Remove the agent service, its proxy, their secret, config and networks, and the
-        relay, each only when its label proves this run made it."""
+        """Remove the agent service, its proxy, their secret, config and network, and the
+        relay, each only when its label proves this run made it; then the shared egress
+        overlay if no proxy is left."""
         record = self._owner(name)
         owner = record.get("owner", "")
         engine = self.engine
@@ -593,9 +611,12 @@ class SwarmRuntime(Runtime):
             objects.remove(engine, "service", proxy, owner)
             objects.remove(engine, "config", f"{proxy}-app", owner)
             objects.remove(engine, "secret", f"{proxy}-cfg", owner)
+        # "outer": the proxy's own egress overlay of a sandbox made before they shared one
         for net in (record.get("outer", ""), record.get("inner", "")):
             if net:
                 objects.remove(engine, "network", net, owner)
+        if record.get("proxy"):
+            egress.release(engine)
         self._remove_box(name)
 
     def _remove_box(self, name: str) -> None:
@@ -613,12 +634,15 @@ class SwarmRuntime(Runtime):
             self._remove_box(name)
         elif part == "relay":
             relay.stop(self._box(name))
-        elif part in ("network", "service", "secret", "config"):
+        elif part in ("network", "service", "secret", "config", "egress"):
             host = details.get("swarm_host")
             if not host and not OWNER_FILE.exists():
                 return  # made on the local cluster, which is gone and took it along
             engine = Engine(self._binary, host or self._manager_host())
-            objects.remove(engine, part, details.get("network") or details["object"], owner)
+            if part == "egress":
+                egress.release(engine)
+            else:
+                objects.remove(engine, part, details.get("network") or details["object"], owner)
         else:
             raise SandboxError(f"swarm: unknown part {part!r} of {resource.ref}")
 
