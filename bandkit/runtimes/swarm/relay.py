@@ -14,8 +14,9 @@ refused. Every decision is one line of the box's policy log (`egress.log.PolicyL
 Bytes pass through untouched: the credential proxy on the other side has already put the
 key on the request, and it is this host's own platform on both ends of the hop.
 
-Run as `python -P -m bandkit.runtimes.swarm.relay PORTS_FILE` with the config as JSON on
-stdin: `{"netns": "/run/netns/bkc-hub", "listen": "10.77.0.1", "clients":
+Run as `python -P .../bandkit/runtimes/swarm/relay.py PORTS_FILE` (this file as a script,
+with the repository on PYTHONPATH: not `-m`, which would import the runtime's package and
+treble the start's CPU, once per sandbox) with the config as JSON on stdin: `{"netns": "/run/netns/bkc-hub", "listen": "10.77.0.1", "clients":
 "10.77.0.0/24", "sandbox": NAME, "log": POLICY_LOG, "upstreams": [["127.0.0.1", 8080,
 LISTEN_PORT]]}` (a listening port of 0: any free one). It writes `{"ports": [...]}` (one
 per upstream, same order) to PORTS_FILE, then relays until SIGTERM, until PORTS_FILE's
@@ -171,7 +172,7 @@ async def serve(
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        sys.stderr.write("usage: python -m bandkit.runtimes.swarm.relay PORTS_FILE < config\n")
+        sys.stderr.write("usage: python -P relay.py PORTS_FILE < config\n")
         return 2
     try:
         config = json.loads(sys.stdin.read())
@@ -201,7 +202,7 @@ if __name__ == "__main__":
 
 # -- the host side: start, find and stop a box's relay
 
-RELAY_MODULE = "bandkit.runtimes.swarm.relay"
+RELAY_SCRIPT = Path(__file__).resolve()
 PORTS_NAME = "relay.json"
 LOG_NAME = "relay.log"
 START_TIMEOUT_S = 15.0
@@ -250,7 +251,7 @@ def start(
     code = str(Path(__file__).resolve().parents[3])
     with os.fdopen(log_fd, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", RELAY_MODULE, str(ports_file)],
+            [sys.executable, "-P", str(RELAY_SCRIPT), str(ports_file)],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=log,
