@@ -16,7 +16,8 @@ key on the request, and it is this host's own platform on both ends of the hop.
 
 Run as `python -P .../bandkit/runtimes/swarm/relay.py PORTS_FILE` (this file as a script,
 with the repository on PYTHONPATH: not `-m`, which would import the runtime's package and
-treble the start's CPU, once per sandbox) with the config as JSON on stdin: `{"netns": "/run/netns/bkc-hub", "listen": "10.77.0.1", "clients":
+treble the start's CPU, once per sandbox) with the config as JSON on stdin:
+`{"netns": "/run/netns/bkc-hub", "listen": "10.77.0.1", "clients":
 "10.77.0.0/24", "sandbox": NAME, "log": POLICY_LOG, "upstreams": [["127.0.0.1", 8080,
 LISTEN_PORT]]}` (a listening port of 0: any free one). It writes `{"ports": [...]}` (one
 per upstream, same order) to PORTS_FILE, then relays until SIGTERM, until PORTS_FILE's
