@@ -23,10 +23,10 @@ from collections.abc import Callable
 from bandkit.runtimes.base import SandboxError
 from bandkit.runtimes.docker.engine import Engine
 from bandkit.runtimes.docker.ownership import LABEL
+from bandkit.runtimes.swarm.objects import PROXY_PREFIX
 
 NAME = "bandkit-egress"
 EGRESS_LABEL = "bandkit.egress"
-PROXY_PREFIX = "bkp-"  # every credential proxy service's name starts so
 GONE_TIMEOUT_S = 60.0  # the last proxy's tasks let go of it by then
 POLL_S = 0.25
 _CREATING = threading.Lock()  # one creator per process (other processes: lowest ID wins)

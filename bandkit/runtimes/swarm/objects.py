@@ -12,6 +12,7 @@ from bandkit.runtimes.docker.engine import Engine
 from bandkit.runtimes.docker.ownership import LABEL, OWNER_LABEL, labels
 
 KINDS = ("service", "network", "secret", "config")
+PROXY_PREFIX = "bkp-"  # every credential proxy service's name starts so
 NETWORK_GONE_TIMEOUT_S = 60.0  # a removed service's tasks let go of its networks by then
 POLL_S = 0.25
 

@@ -130,7 +130,7 @@ _STAGING = threading.Lock()
 def proxy_name(owner: str, name: str) -> str:
     """The credential proxy service of sandbox `name` made by run `owner`: a DNS label
     (the agent reaches it by this name) of its own per run and sandbox."""
-    return "bkp-" + hashlib.sha256(f"{owner}/{name}".encode()).hexdigest()[:16]
+    return objects.PROXY_PREFIX + hashlib.sha256(f"{owner}/{name}".encode()).hexdigest()[:16]
 
 
 class SwarmRuntime(Runtime):
@@ -331,9 +331,7 @@ class SwarmRuntime(Runtime):
         self.record(Kind.SANDBOX, name, "egress", name=name, part="egress")
         self.record(Kind.SANDBOX, name, proxy, name=name, part="service", object=proxy, owner=owner)
         script = PROXY_SCRIPT.format(app=PROXY_APP, config=PROXY_CONFIG)
-        argv = [
-            "service",
-            "create",
+        options = [
             "--detach",
             "--name",
             proxy,
@@ -362,22 +360,23 @@ class SwarmRuntime(Runtime):
             "-c",
             script,
         ]
-        self._create_proxy(argv)
+        self._create_proxy(options)
         self._wait_running(proxy, "the credential proxy")
         ports = [PROXY_PORT + index for index in range(len(routes))]
         return boxnet.proxied_urls(names, ports, token, proxy)
 
-    def _create_proxy(self, argv: list[str]) -> None:
-        """`service create` of a proxy on the egress overlay too (`argv` with the image
-        and command last); made again when the last sandbox of another process removed it
+    def _create_proxy(self, options: list[str]) -> None:
+        """`service create OPTIONS` (the image and command last) of a proxy, on the egress
+        overlay too; made again when the last sandbox of another process removed that
         between our look and our create."""
         engine = self.engine
         for attempt in range(EGRESS_ATTEMPTS):
             network = egress.ensure(engine)
-            at = argv.index("--network")
-            full = [*argv[:at], "--network", network, *argv[at:]]
             result = engine.run(
-                *full, what="service create (credential proxy)", timeout=T_CREATE, check=False
+                *("service", "create", "--network", network, *options),
+                what="service create (credential proxy)",
+                timeout=T_CREATE,
+                check=False,
             )
             if result.returncode == 0:
                 return
@@ -657,7 +656,7 @@ class SwarmRuntime(Runtime):
             what="service ls",
             check=False,
         ).stdout
-        return sorted(n for n in out.split() if not n.startswith("bkp-"))
+        return sorted(n for n in out.split() if not n.startswith(objects.PROXY_PREFIX))
 
     def removers(self) -> dict[Kind, Remover]:
         return {Kind.SANDBOX: self._remove_resource, Kind.SECRET: self.secrets.remove_recorded}
