@@ -15,11 +15,13 @@ These are exactly what the Dockerfile's `PYTHON_BASE_IMAGE` / `UV_IMAGE` ARGs ta
 offline build (`invoke image.build --base local`). amd64 is imported with `docker import`;
 a foreign arch (arm64 under qemu-user-static) is built `FROM scratch` + `ADD rootfs.tar`
 because `docker import --platform` is ignored. Idempotent: present images are reported
-and left alone.
+and left alone. Runs at once (CI makes the bases in the background while a test asks for
+them) make each base once: its maker holds a lock in `lock_dir()`, and the others wait.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -28,6 +30,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from bandkit.dockercli import ImageError, docker, image_exists
 from bandkit.image.facts import (
@@ -105,18 +109,47 @@ def ensure_bases(arches: tuple[str, ...], progress: Progress = print) -> list[st
     # mostly one emulated process, the native one mostly downloads and disk), so both
     # arches take about as long as the foreign one alone.
     with ThreadPoolExecutor(max_workers=max(1, len(missing))) as pool:
-        list(pool.map(lambda base: _make(base, progress), missing))
-    return [f"{base.tag}: {'made' if base in missing else 'present'}" for base in wanted]
+        made = dict(zip(missing, pool.map(lambda b: _make(b, progress), missing), strict=True))
+    return [f"{base.tag}: {made.get(base, 'present')}" for base in wanted]
 
 
-def _make(base: Base, progress: Progress) -> None:
-    foreign = base.kind == "python" and base.arch != host_arch()
-    slow = " (debootstrap under qemu: several minutes)" if foreign else ""
-    progress(f"image.bases: making {base.tag} ...{slow}")
-    if base.kind == "python":
-        _make_python(base, progress)
-    else:
-        _make_uv(base, progress)
+def lock_dir() -> Path:
+    """Where the bases' locks live: root's state directory, else the user's cache."""
+    if os.geteuid() == 0:
+        return Path("/var/lib/bandkit/bases")
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "bandkit" / "bases"
+
+
+def _make(base: Base, progress: Progress) -> str:
+    """Make `base` under its lock, so a second run (a background one in CI) waits for the
+    first instead of debootstrapping beside it; "made" or "made by another run"."""
+    folder = lock_dir()
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    lock = FileLock(str(folder / (base.tag.replace("/", "_").replace(":", "_") + ".lock")))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        progress(f"image.bases: another run is making {base.tag}; waiting for it ...")
+        try:
+            lock.acquire(timeout=DEBOOTSTRAP_TIMEOUT_S)
+        except Timeout:
+            raise ImageError(
+                f"another run held {lock.lock_file} for {DEBOOTSTRAP_TIMEOUT_S:.0f}s; "
+                "is an `invoke image.bases` stuck? stop it and re-run"
+            ) from None
+    try:
+        if image_exists(base.tag):
+            return "made by another run"
+        foreign = base.kind == "python" and base.arch != host_arch()
+        slow = " (debootstrap under qemu: several minutes)" if foreign else ""
+        progress(f"image.bases: making {base.tag} ...{slow}")
+        if base.kind == "python":
+            _make_python(base, progress)
+        else:
+            _make_uv(base, progress)
+        return "made"
+    finally:
+        lock.release()
 
 
 def enable_emulation(arch: str) -> None:
