@@ -28,6 +28,7 @@ from tests.support.wait import wait_for
 # The simulator's idle stop: a re-attach (0.5 s backoff, then an `sbx run` that starts
 # Python) must fit in it with room to spare on a loaded machine.
 IDLE_S = 3.0
+ATTACHED = "Attached to sandbox box"  # what the sim's `sbx run` prints once attached
 CANARY = "canary-user-key-sup-6d1e0b3a"
 
 
@@ -231,7 +232,11 @@ def test_the_supervised_sandbox_survives_idle_and_restarts(
         assert sup_pid(rt, "box") is None
         time.sleep(IDLE_S)
         assert rt.status("box") is SandboxStatus.STOPPED
+        attached = log.read_text().count(ATTACHED)
         rt.start("box")
+        # The new supervisor's `sbx run` holds it; under load the exec's boot may idle out
+        # before that run attaches, and the attach starts it again.
+        wait_for(lambda: log.read_text().count(ATTACHED) > attached, 10, "the new attach")
         assert rt.status("box") is SandboxStatus.RUNNING
         assert sup_pid(rt, "box") is not None
         assert "sbx run --name box" in rt.logs("box").startup
