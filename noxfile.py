@@ -71,15 +71,13 @@ def _pytest(
     workers: int,
     groups: tuple[str, ...] = ("dev",),
     pytest_args: tuple[str, ...] = (),
-    dist: str = "worksteal",
 ) -> None:
     """pytest on `workers` xdist workers (0: in this process; `-n 0` in posargs too), each
-    taking the next test as it frees up (`dist`: worksteal, or loadgroup to keep each
-    `xdist_group` on one worker); the slowest 15 are listed, so CI shows where its minutes
-    go."""
+    taking the next test as it frees up; the slowest 15 are listed, so CI shows where its
+    minutes go."""
     _sync(session, *groups)
     session.run("uv", "--version", external=True)
-    parallel = ("-n", str(workers), "--dist", dist) if workers else ("-n", "0")
+    parallel = ("-n", str(workers), "--dist", "worksteal") if workers else ("-n", "0")
     session.run("pytest", "-m", marks, "--durations=15", *parallel, *pytest_args, *session.posargs)
 
 
@@ -133,10 +131,8 @@ def docker_tests(session: nox.Session) -> None:
                 "no Docker daemon answers: run `uv run invoke ci.prepare --lane docker_tests`"
             )
         session.skip("no Docker daemon answers (`uv run invoke ci.prepare --lane docker_tests`)")
-    # The parallel part, then the tests that restart the Docker daemon itself, alone. The
-    # demo's tests take turns on the daemon; as one group (tests/support/lanes.py) they run
-    # on one worker, and the other two never wait for them.
-    _pytest(session, marks="docker and not exclusive", workers=3, dist="loadgroup")
+    # The parallel part, then the tests that restart the Docker daemon itself, alone.
+    _pytest(session, marks="docker and not exclusive", workers=3)
     _pytest(session, marks="docker and exclusive", workers=0)
 
 

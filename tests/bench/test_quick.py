@@ -21,7 +21,6 @@ from bandkit.bench import BENCHES, DOCKER_ENV, QUICK_ENV
 from bandkit.dockercli import docker_answers
 from tests import commands
 from tests.support import images
-from tests.support.lanes import DEMO_GROUP
 
 BENCH_TIMEOUT_S = 850.0
 DEMO_BENCHES = ("demo",)  # run demo.up on Docker: the band-demo-* containers
@@ -58,14 +57,7 @@ def test_each_benchmark_runs_in_quick_mode_without_docker(name: str) -> None:
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xdist_group(DEMO_GROUP)) if n in DEMO_BENCHES else n
-        for n, b in BENCHES.items()
-        if "docker" in b.lanes
-    ],
-)
+@pytest.mark.parametrize("name", [n for n, b in BENCHES.items() if "docker" in b.lanes])
 def test_each_docker_benchmark_runs_in_quick_mode(
     name: str, request: pytest.FixtureRequest
 ) -> None:

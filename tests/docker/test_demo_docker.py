@@ -46,14 +46,9 @@ from tests.demo.support import (
 )
 from tests.runtimes.helpers import scratch_dir
 from tests.support import images
-from tests.support.lanes import DEMO_GROUP
 from tests.support.wait import wait_for
 
-pytestmark = [
-    pytest.mark.docker,
-    pytest.mark.usefixtures("one_demo_on_the_daemon"),
-    pytest.mark.xdist_group(DEMO_GROUP),
-]
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("one_demo_on_the_daemon")]
 
 
 @dataclass(frozen=True)

@@ -40,13 +40,11 @@ from tests.demo.leftovers import leftovers, secrets_in
 from tests.demo.support import AGENT_KEY_PREFIX, CANARY, demo_env, plant_canary
 from tests.runtimes.helpers import REPO, scratch_dir
 from tests.support import images
-from tests.support.lanes import DEMO_GROUP
 
 pytestmark = [
     pytest.mark.docker,
     pytest.mark.timeout(1800),
     pytest.mark.usefixtures("one_demo_on_the_daemon"),
-    pytest.mark.xdist_group(DEMO_GROUP),
 ]
 
 WIRE = {"pm": "anthropic.messages", "dev": "openai.responses", "architect": "openai.chat"}
