@@ -15,13 +15,12 @@ These are exactly what the Dockerfile's `PYTHON_BASE_IMAGE` / `UV_IMAGE` ARGs ta
 offline build (`invoke image.build --base local`). amd64 is imported with `docker import`;
 a foreign arch (arm64 under qemu-user-static) is built `FROM scratch` + `ADD rootfs.tar`
 because `docker import --platform` is ignored. Idempotent: present images are reported
-and left alone. Runs at once (CI makes the bases in the background while a test asks for
-them) make each base once: its maker holds a lock in `lock_dir()`, and the others wait.
+and left alone. Runs at once (the docker lane's workers each ask for the bases they build
+on) make each base once: its maker holds a lock in `lock_dir()`, and the others wait.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -39,6 +38,7 @@ from bandkit.image.facts import (
     LOCAL_UV_REPO,
     host_arch,
     official_suite,
+    state_home,
     uv_version,
 )
 
@@ -114,15 +114,13 @@ def ensure_bases(arches: tuple[str, ...], progress: Progress = print) -> list[st
 
 
 def lock_dir() -> Path:
-    """Where the bases' locks live: root's state directory, else the user's cache."""
-    if os.geteuid() == 0:
-        return Path("/var/lib/bandkit/bases")
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "bandkit" / "bases"
+    """Where the bases' locks live."""
+    return state_home() / "bases"
 
 
 def _make(base: Base, progress: Progress) -> str:
-    """Make `base` under its lock, so a second run (a background one in CI) waits for the
-    first instead of debootstrapping beside it; "made" or "made by another run"."""
+    """Make `base` under its lock, so a second run waits for the first instead of
+    debootstrapping beside it; "made" or "made by another run"."""
     folder = lock_dir()
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock = FileLock(str(folder / (base.tag.replace("/", "_").replace(":", "_") + ".lock")))

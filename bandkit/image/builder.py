@@ -34,7 +34,7 @@ from bandkit.ci.privilege import as_root
 from bandkit.dockercli import ImageError, docker_answers
 from bandkit.image.bases import enable_emulation
 from bandkit.image.builder_fetch import MARKER, SideDockerError, fetch_debs
-from bandkit.image.facts import host_arch
+from bandkit.image.facts import host_arch, state_home
 
 __all__ = ["Layout", "SideDockerError", "down", "env", "status", "up"]
 
@@ -48,10 +48,7 @@ Progress = Callable[[str], None]
 
 
 def default_home() -> Path:
-    if os.geteuid() == 0:
-        return Path("/var/lib/bandkit/sidedocker")
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return cache / "bandkit" / "sidedocker"
+    return state_home() / "sidedocker"
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ derived by reading the Dockerfile, never retyped.
 
 from __future__ import annotations
 
+import os
 import platform as _platform_mod
 import re
 from functools import cache
@@ -88,3 +89,11 @@ def host_arch() -> str:
     """Docker's name for this machine's architecture (amd64, arm64)."""
     machine = _platform_mod.machine().lower()
     return {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)
+
+
+def state_home() -> Path:
+    """Where the image tools keep their own files: root's /var/lib/bandkit, else the
+    user's cache ($XDG_CACHE_HOME/bandkit)."""
+    if os.geteuid() == 0:
+        return Path("/var/lib/bandkit")
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "bandkit"

@@ -12,10 +12,11 @@ while the agents run (`--keep`) no canary is in any container's environment (`do
 inspect`), startup log or files; `demo.down` then leaves nothing (`leftovers`).
 
 Then `--brains real` with the providers played by a stub (`tests/demo/real_provider.py`).
-CI time: two runs. The other tiers run elsewhere: each breaker tier on docker with the
-scripted brains (`test_demo_docker.py`), and `no-handoff` fired by the real adapters'
-traffic on the local runtime (`tests/demo/test_stub_brains_e2e.py`); the breaker decides
-from the room's messages, whichever runtime carries them.
+CI time: two runs. The other tiers run elsewhere: `happy` and `runaway` on docker with the
+scripted brains (`test_demo_docker.py`); `no-handoff` on the local runtime, scripted
+(`tests/demo/test_demo_e2e.py`) and fired by the real adapters' traffic
+(`tests/demo/test_stub_brains_e2e.py`). Its nudge and add are the host-side conductor's
+room calls, whichever runtime runs the agents.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""`ensure_bases` run twice at once (CI makes the slow arm64 base in the background while a
-test fixture asks for it): each base is made once, and the second run waits for it."""
+"""`ensure_bases` run twice at once (two docker-lane workers each asking for the bases they
+build on): each base is made once, and the second run waits for it."""
 
 from __future__ import annotations
 
