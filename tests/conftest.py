@@ -5,6 +5,12 @@ Lanes (noxfile.py): `tests` runs everything that is neither `e2e` nor `docker` (
 pyproject.toml: setup and teardown count). A test marked `e2e` or `docker` gets
 `SLOW_TIMEOUT_S` unless it names its own timeout; a fast-lane test that names a longer
 one fails at collection, so a slow test cannot creep into the everyday loop unmarked.
+
+A test marked `daemon_demo` runs the demo on the Docker daemon, whose container names are
+fixed: it holds the run's one-demo lock (`one_demo_on_the_daemon`), so those tests run one
+after another whichever worker has them. That chain is the docker lane's longest, so they
+are sorted first (`critical_first`) and start as the lane starts; the other workers fill
+in around it and steal from the back of the first worker's queue, never the chain's head.
 """
 
 from __future__ import annotations
@@ -22,9 +28,10 @@ from tests.support import images
 from tests.support.readme import clean_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-FAST_TIMEOUT_S = 20.0  # pyproject.toml's `timeout`; the test below keeps the two equal
+FAST_TIMEOUT_S = 20.0  # pyproject.toml's `timeout` (tests/ci/test_lane_policy.py: the same)
 SLOW_TIMEOUT_S = 900.0
 SLOW_LANES = ("e2e", "docker", "cluster")
+DAEMON_DEMO = "daemon_demo"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -38,6 +45,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"{item.nodeid} asks for a {_seconds(named):g} s timeout, but the fast lane "
                 f"allows {FAST_TIMEOUT_S:g} s: mark it e2e (or docker), or make it faster"
             )
+    items[:] = critical_first(items)
+
+
+def critical_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """`items` with the `daemon_demo` chain first, each part in its collected order."""
+    return sorted(items, key=lambda item: item.get_closest_marker(DAEMON_DEMO) is None)
 
 
 def _seconds(marker: pytest.Mark) -> float:
@@ -73,6 +86,14 @@ def one_demo_on_the_daemon(run_shared: Path) -> Iterator[None]:
     daemon at a time (a demo test, the demo benchmark), whichever xdist worker runs it."""
     with FileLock(str(run_shared / "docker-demo.lock"), timeout=1800):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _daemon_demo_lock(request: pytest.FixtureRequest) -> None:
+    """A `daemon_demo` test holds the one-demo lock while it runs (its module-scoped
+    fixtures, a build say, come first and do not hold it)."""
+    if request.node.get_closest_marker(DAEMON_DEMO) is not None:
+        request.getfixturevalue("one_demo_on_the_daemon")
 
 
 @pytest.fixture(scope="session")

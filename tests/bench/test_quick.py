@@ -57,12 +57,18 @@ def test_each_benchmark_runs_in_quick_mode_without_docker(name: str) -> None:
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("name", [n for n, b in BENCHES.items() if "docker" in b.lanes])
+@pytest.mark.parametrize(
+    "name",
+    [
+        # the demo's container names are fixed: one demo on the daemon at a time
+        pytest.param(n, marks=[pytest.mark.daemon_demo] if n in DEMO_BENCHES else [])
+        for n, b in BENCHES.items()
+        if "docker" in b.lanes
+    ],
+)
 def test_each_docker_benchmark_runs_in_quick_mode(
     name: str, request: pytest.FixtureRequest
 ) -> None:
-    if name in DEMO_BENCHES:
-        request.getfixturevalue("one_demo_on_the_daemon")  # the demo's names are fixed
     if name in PER_ARCH_BENCHES:
         request.getfixturevalue("arm64_kit_cache")  # not one more arm64 build from nothing
     assert docker_answers(), (

@@ -48,7 +48,7 @@ from tests.runtimes.helpers import scratch_dir
 from tests.support import images
 from tests.support.wait import wait_for
 
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("one_demo_on_the_daemon")]
+pytestmark = [pytest.mark.docker, pytest.mark.daemon_demo]
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from tests.support import images
 pytestmark = [
     pytest.mark.docker,
     pytest.mark.timeout(1800),
-    pytest.mark.usefixtures("one_demo_on_the_daemon"),
+    pytest.mark.daemon_demo,
 ]
 
 WIRE = {"pm": "anthropic.messages", "dev": "openai.responses", "architect": "openai.chat"}
