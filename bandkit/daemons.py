@@ -2,17 +2,26 @@
 
 The background side (the `service` modules):
 
-Three facts each service needs: whether a recorded pid still runs our module (a pid is
-reused by the kernel, so the command line is checked, never the pid alone), the banner a
-starting service prints once ready (`read_banner`), and a bounded stop (SIGTERM, wait on
-a pidfd, then SIGKILL); and the end of its log (`tail`). The foreground side (`python -m ...`): the
-listening socket, the uvicorn server driven phase by phase (`Uvicorn`), signals wired to a
-graceful stop, the banner once ready, and the host part of the URLs it prints.
+Each service is started by `spawn`, which records its pid before the service does
+anything: the service waits for a go line on stdin (`GO_FLAG`, `await_go`), and the task
+writes it only once `record(pid)` returned. A task killed in between (`kill -9` of
+`demo.up` as it starts the platform, say) leaves no service behind: its end of the pipe
+closes, the service reads the end of stdin and exits before it binds a port or reads its
+state. So every service that runs is on record, and its teardown finds it.
+Then three facts each service needs: whether a recorded pid still runs our module (a pid
+is reused by the kernel, so the command line is checked, never the pid alone), the banner
+a starting service prints once ready (`read_banner`), and a bounded stop (SIGTERM, wait
+on a pidfd, then SIGKILL); and the end of its log (`tail`). The foreground side
+(`python -m ...`): the listening socket, the uvicorn server driven phase by phase
+(`Uvicorn`), signals wired to a graceful stop, the banner once ready, and the host part of
+the URLs it prints.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import select
@@ -21,9 +30,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 from bandkit import processes
 from bandkit.errors import BandkitError
@@ -34,6 +43,62 @@ if TYPE_CHECKING:
 log = logging.getLogger("bandkit.daemons")
 
 KILL_WAIT_S = 5.0
+GO_FLAG = "--after-go"
+GO = b"go\n"
+EXIT_NO_GO = 3  # the service's exit code when its starter went away before the go
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    log: IO[bytes],
+    record: Callable[[int], None],
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start the service `argv` (`python -m <module> ...`, which takes `GO_FLAG`) in a
+    session of its own, stdout piped for its banner and stderr to `log`; `record(pid)`
+    runs before the service is let go. If `record` raises, the service is not let go: it
+    exits, and the error propagates."""
+    proc = subprocess.Popen(
+        [*argv, GO_FLAG],
+        bufsize=0,  # the go line is written at once (stdout is read with os.read)
+        stdout=subprocess.PIPE,
+        stderr=log,
+        stdin=subprocess.PIPE,
+        start_new_session=True,
+        env=None if env is None else dict(env),
+    )
+    assert proc.stdin is not None
+    try:
+        record(proc.pid)
+    except BaseException:
+        proc.stdin.close()  # no go: it exits
+        proc.wait(KILL_WAIT_S)
+        raise
+    with contextlib.suppress(BrokenPipeError):  # it exited already: `read_banner` says so
+        proc.stdin.write(GO)
+    proc.stdin.close()
+    return proc
+
+
+def add_go_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        GO_FLAG,
+        action="store_true",
+        help=(
+            "wait for a go line on stdin before anything else, and exit if stdin ends "
+            "first (what the task that starts this service in the background passes)"
+        ),
+    )
+
+
+def await_go(what: str) -> bool:
+    """The service's side of `spawn`: True once the go line came; False (and a line on
+    stderr) when stdin ended first, because the task that started `what` is gone."""
+    if sys.stdin.buffer.readline() == GO:
+        return True
+    print(f"{what}: the task that started it went away first; not starting", file=sys.stderr)
+    return False
 
 
 def runs_module(pid: int, module: str) -> bool:

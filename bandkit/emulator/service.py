@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -218,24 +217,17 @@ def up(
         argv += ["--tls", "--tls-dir", str(run_dir / "emulator-tls")]
     for name in allow_hosts:
         argv += ["--allow-host", name]
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    def starting(pid: int) -> RunRecord:
+        return RunRecord(pid, "", "", str(key_file), str(state_file), str(log_file), started_at)
+
+    def on_record(pid: int) -> None:  # before it may start (`daemons.spawn`)
+        write_private(run_dir / RUN_FILE, json.dumps(asdict(starting(pid)), indent=1))
+
     with log_file.open("ab") as log:
-        proc = subprocess.Popen(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    record = RunRecord(
-        proc.pid,
-        "",
-        "",
-        str(key_file),
-        str(state_file),
-        str(log_file),
-        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    )
-    write_private(run_dir / RUN_FILE, json.dumps(asdict(record), indent=1))  # before waiting
+        proc = daemons.spawn(argv, log=log, record=on_record)
+    record = starting(proc.pid)
     try:
         banner = daemons.read_banner(proc, timeout, what="the emulator", error=PlatformError)
     except PlatformError as exc:

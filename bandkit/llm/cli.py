@@ -111,6 +111,7 @@ def parser() -> argparse.ArgumentParser:
         choices=["debug", "info", "warning", "error"],
         help="stderr log level",
     )
+    daemons.add_go_option(p)
     return p
 
 
@@ -175,6 +176,8 @@ async def _amain(stub: LLMStub, keys_line: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.after_go and not daemons.await_go("the LLM stub"):
+        return daemons.EXIT_NO_GO
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -138,20 +137,21 @@ def up(
         argv += ["--script", str(path)]
     argv += ["--host", host, "--port", str(port), "--key-file", str(key_file)]
     argv += ["--operator-key-file", str(operator_file), "--log-file", str(requests_file)]
-    fd = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "ab") as log:
-        proc = subprocess.Popen(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            env=None if tag is None else {**os.environ, processes.TAG_ENV: tag},
-        )
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     files = (str(key_file), str(log_file), str(requests_file))
-    record = RunRecord(proc.pid, "", *files, started_at, wanted, str(operator_file))
-    write_private(run_dir / RUN_FILE, json.dumps(asdict(record), indent=1))  # before waiting
+
+    def on_record(pid: int) -> None:  # before it may start (`daemons.spawn`)
+        record = RunRecord(pid, "", *files, started_at, wanted, str(operator_file))
+        write_private(run_dir / RUN_FILE, json.dumps(asdict(record), indent=1))
+
+    fd = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "ab") as log:
+        proc = daemons.spawn(
+            argv,
+            log=log,
+            record=on_record,
+            env=None if tag is None else {**os.environ, processes.TAG_ENV: tag},
+        )
     try:
         banner = daemons.read_banner(proc, timeout, what="the LLM stub", error=LLMStubError)
     except LLMStubError as exc:
