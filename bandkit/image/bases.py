@@ -21,12 +21,16 @@ on) make each base once: its maker holds a lock in `lock_dir()`, and the others 
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,7 +178,7 @@ def _make_python(base: Base, progress: Progress) -> None:
             f"this debootstrap has no {suite} script ({DEBOOTSTRAP_SCRIPTS / suite}); "
             "install a newer debootstrap (Debian backports)"
         )
-    with tempfile.TemporaryDirectory(prefix="bandkit-rootfs-") as tmp:
+    with _scratch() as tmp:
         rootfs = Path(tmp) / "rootfs"
         argv = [
             "debootstrap",
@@ -185,12 +189,7 @@ def _make_python(base: Base, progress: Progress) -> None:
             str(rootfs),
             DEBIAN_MIRROR,
         ]
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, check=False, timeout=DEBOOTSTRAP_TIMEOUT_S
-        )
-        if proc.returncode != 0:
-            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
-            raise ImageError(f"debootstrap {base.arch} failed:\n{tail}")
+        _debootstrap(argv, base.arch)
         progress(f"image.bases: debootstrapped {suite} {base.arch}")
         (rootfs / "etc/apt/apt.conf.d/docker-clean").write_text(DOCKER_CLEAN, encoding="utf-8")
         tarball = Path(tmp) / "rootfs.tar"
@@ -203,6 +202,60 @@ def _make_python(base: Base, progress: Progress) -> None:
                 'FROM scratch\nADD rootfs.tar /\nCMD ["/bin/bash"]\n', encoding="utf-8"
             )
             _build_scratch(Path(tmp), base, ["rootfs"])
+
+
+def _debootstrap(argv: list[str], arch: str) -> None:
+    """Run debootstrap in a session of its own: at the deadline the whole session is killed
+    (the emulated dpkg and scripts in its chroot too, not debootstrap alone)."""
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    ) as proc:
+        try:
+            out, _ = proc.communicate(timeout=DEBOOTSTRAP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise ImageError(
+                f"debootstrap {arch} did not finish within {DEBOOTSTRAP_TIMEOUT_S:.0f}s (a slow "
+                "mirror, or qemu on a busy machine); run `invoke image.bases` again"
+            ) from None
+    if proc.returncode != 0:
+        tail = "\n".join(out.strip().splitlines()[-8:])
+        raise ImageError(f"debootstrap {arch} failed:\n{tail}")
+
+
+@contextmanager
+def _scratch() -> Iterator[Path]:
+    """A scratch directory for a rootfs. A debootstrap that failed or was killed can leave
+    the host's proc, sys or dev mounted in its chroot: those are unmounted before the
+    directory goes, and one that stays mounted keeps the directory (an ImageError says
+    which), so nothing is ever deleted through a mount."""
+    tmp = Path(tempfile.mkdtemp(prefix="bandkit-rootfs-"))
+    try:
+        yield tmp
+    finally:
+        for point in _mounts_under(tmp):
+            if subprocess.run(["umount", point], capture_output=True, check=False).returncode:
+                subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
+        stuck = _mounts_under(tmp)
+        if stuck:
+            raise ImageError(
+                f"{', '.join(stuck)} is still mounted, so {tmp} was kept: unmount it "
+                f"(`umount -R {tmp}/rootfs`), then remove {tmp}"
+            )
+        shutil.rmtree(tmp)
+
+
+def _mounts_under(root: Path) -> list[str]:
+    """Mount points below `root` (this mount namespace), deepest first."""
+    prefix = os.fsencode(root.resolve()) + b"/"
+    points = []
+    for line in Path("/proc/self/mountinfo").read_bytes().splitlines():
+        field = line.split()[4]  # octal escapes for space, tab, newline and backslash
+        point = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field)
+        if point.startswith(prefix):
+            points.append(os.fsdecode(point))
+    return sorted(points, key=len, reverse=True)
 
 
 def _make_uv(base: Base, progress: Progress) -> None:
