@@ -1,8 +1,7 @@
 """Checks. Each session installs from the lock through `_sync` and runs one tool.
 
-`nox` with no arguments runs the default checks (tests, e2e, lint, typecheck, cluster_tests,
-docker_tests; the cluster lane leaves CPU idle, which `.ci/run` gives the arm64 bases the
-docker lane needs next);
+`nox` with no arguments runs the default checks (tests, e2e, lint, typecheck, docker_tests,
+cluster_tests);
 CI runs one lane per session name, the matrix coming from `nox -s lanes` (see
 bandkit/ci/lanes.py). The four test lanes split by marker: `tests` is the everyday loop
 (no `e2e`, `docker`, `cluster` or `live` mark; every test within 20 s), `e2e` the whole
@@ -27,7 +26,7 @@ from bandkit.dockercli import docker_answers
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["tests", "e2e", "lint", "typecheck", "cluster_tests", "docker_tests"]
+nox.options.sessions = ["tests", "e2e", "lint", "typecheck", "docker_tests", "cluster_tests"]
 
 ROOT = Path(__file__).parent
 # Every uv project with its own lock besides the root one (`uv lock --check` in lint).
