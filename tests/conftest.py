@@ -80,20 +80,18 @@ def run_shared(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path
     return shared
 
 
-@pytest.fixture
-def one_demo_on_the_daemon(run_shared: Path) -> Iterator[None]:
-    """The demo's containers have fixed names (band-demo-pm, ...): one demo on the Docker
-    daemon at a time (a demo test, the demo benchmark), whichever xdist worker runs it."""
-    with FileLock(str(run_shared / "docker-demo.lock"), timeout=1800):
-        yield
-
-
 @pytest.fixture(autouse=True)
-def _daemon_demo_lock(request: pytest.FixtureRequest) -> None:
-    """A `daemon_demo` test holds the one-demo lock while it runs (its module-scoped
-    fixtures, a build say, come first and do not hold it)."""
-    if request.node.get_closest_marker(DAEMON_DEMO) is not None:
-        request.getfixturevalue("one_demo_on_the_daemon")
+def one_demo_on_the_daemon(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The demo's containers have fixed names (band-demo-pm, ...): a `daemon_demo` test
+    holds the run's demo lock while it runs, so one demo is on the Docker daemon at a time
+    whichever xdist worker runs it (its module-scoped fixtures, a build say, come first
+    and do not hold it). Other tests pass straight through."""
+    if request.node.get_closest_marker(DAEMON_DEMO) is None:
+        yield
+        return
+    shared: Path = request.getfixturevalue("run_shared")
+    with FileLock(str(shared / "docker-demo.lock"), timeout=1800):
+        yield
 
 
 @pytest.fixture(scope="session")
