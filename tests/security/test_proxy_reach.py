@@ -7,6 +7,7 @@ proxies, a real LLM stub, h11 echo upstreams that record what they receive."""
 
 from __future__ import annotations
 
+import select
 import socket
 import time
 from collections.abc import Iterator
@@ -282,18 +283,21 @@ def _half_head(port: int, token: str) -> socket.socket:
 
 
 def _closed(sock: socket.socket) -> bytes | None:
-    """What the proxy sent before closing `sock`, or None while it is still open."""
-    sock.setblocking(False)
+    """What the proxy sent before closing `sock`, or None while it sends nothing.
+
+    The proxy answers a connection it drops (408, 503) and then closes it, in two steps:
+    once anything is readable, read to the end, so an answer seen before its close is kept
+    (a non-blocking read loop had returned None between the two and dropped the answer)."""
+    readable, _, _ = select.select([sock], [], [], 0)
+    if not readable:
+        return None
     received = b""
+    sock.settimeout(WAIT_S)  # an answer without a close fails here, as it should
     try:
         while chunk := sock.recv(65536):
             received += chunk
-    except BlockingIOError:
-        return None
     except ConnectionResetError:  # closed with our half head unread: a reset
         return received or b"<reset>"
-    finally:
-        sock.setblocking(True)
     return received or b"<closed>"
 
 
