@@ -142,6 +142,9 @@ def test_doctor_first_agent_and_demo_as_a_non_root_user_from_a_private_home(
     assert "run directory:" in doctor
     assert "the agents run as you" in doctor
     assert "BLOCKS" not in doctor
+    # A user's `uv run` installs the kit, not the contributors' tools (`default-groups`).
+    tools = ("pytest", "mypy", "kubernetes_validate")
+    assert not [t for t in tools if list(newcomer.clone.glob(f".venv/lib/*/site-packages/{t}"))]
 
     up, copy, provision, ping, unprovision, down = readme_block("Your first agent")
     assert "BAND_REST_URL=http://127.0.0.1:" in newcomer.run(up).stdout

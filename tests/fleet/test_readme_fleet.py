@@ -1,8 +1,10 @@
 """The README's fleet render as written, in a fresh clone: the base it writes builds with
-the kubectl the dev group installs, and the keys it writes are private."""
+the kubectl the dev group installs (this session's, beside its Python: a user's `uv run`
+in the clone installs no dev tools), and the keys it writes are private."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,8 @@ def test_the_fleet_render_as_written(clone: Path) -> None:
     done = run(line, clone)
     assert "fleet.render: 3 agent(s)" in done.stdout
     out = clone / "dist" / "fleet"
-    built = run("uv run kubectl kustomize dist/fleet", clone).stdout
+    kubectl = Path(sys.executable).with_name("kubectl")
+    built = run(f"{kubectl} kustomize dist/fleet", clone).stdout
     kinds = [d["kind"] for d in yaml.safe_load_all(built) if d]
     assert kinds.count("Sandbox") == 3
     assert kinds.count("Secret") == 6  # per agent: its key, the sidecar's client token
