@@ -9,6 +9,8 @@
   its address and pid, so a later `push` reuses it and `invoke image.registry --stop`
   stops it. It prefers 127.0.0.1:5000 and keeps its address across restarts while that
   port is free, so a spec stamped with it stays valid; its storage stays in `folder/data`.
+  It also carries the folder's process tag, so one whose task was killed before recording
+  it is still found: `stop_kept` stops it, and `ensure_kept` replaces it.
 
 The daemons treat all of 127.0.0.0/8 as insecure registries, so any port works.
 """
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import yaml
 
 from bandkit import processes
 from bandkit.dockercli import ImageError
@@ -71,8 +74,13 @@ def _answers(addr: str) -> bool:
         return False
 
 
+def _tag(folder: Path) -> str:
+    return f"bandkit-registry:{folder.absolute()}"
+
+
 def _start(folder: Path, addr: str, *, detached: bool) -> subprocess.Popen[bytes]:
-    """Start a registry serving `folder/data` on `addr` and wait until it answers."""
+    """Start a registry serving `folder/data` on `addr` and wait until it answers (a
+    detached one tagged with the folder's tag first: it outlives the task)."""
     binary = shutil.which("docker-registry")
     if binary is None:
         raise ImageError("local registry: docker-registry is missing: apt-get install it")
@@ -86,6 +94,7 @@ def _start(folder: Path, addr: str, *, detached: bool) -> subprocess.Popen[bytes
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
+            env={**os.environ, processes.TAG_ENV: _tag(folder)} if detached else None,
             start_new_session=detached,
         )
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -152,6 +161,7 @@ def ensure_kept(folder: Path) -> Kept:
     running = kept_status(folder)
     if running is not None:
         return running
+    processes.terminate_tagged(_tag(folder), grace_s=STOP_TIMEOUT_S)  # one on no record
     recorded = _recorded(folder)
     wanted = [recorded[0]] if recorded else []
     addr = next(
@@ -169,18 +179,31 @@ def stop_kept(folder: Path) -> str | None:
     folder = folder.absolute()
     recorded = _recorded(folder)
     (folder / STATE).unlink(missing_ok=True)
-    if recorded is None or not _ours(recorded[1], folder):
-        return None
-    addr, pid = recorded
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while _ours(pid, folder):
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            break
-        time.sleep(0.05)
-    _untag(addr)
+    addr = None
+    if recorded is not None and _ours(recorded[1], folder):
+        addr, pid = recorded
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while _ours(pid, folder):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                break
+            time.sleep(0.05)
+    # One on no record (its task was killed as it started it) serves the address its
+    # config names.
+    if processes.terminate_tagged(_tag(folder), grace_s=STOP_TIMEOUT_S) and addr is None:
+        addr = _configured_addr(folder)
+    if addr is not None:
+        _untag(addr)
     return addr
+
+
+def _configured_addr(folder: Path) -> str | None:
+    try:
+        config = yaml.safe_load((folder / "config.yml").read_text(encoding="utf-8"))
+        return str(config["http"]["addr"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return None
 
 
 def _untag(addr: str) -> None:
