@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -60,16 +61,37 @@ STARTER = textwrap.dedent(
 )
 
 
+@dataclass(frozen=True)
+class Orphan:
+    folder: Path  # the kept registry's folder
+    pids: list[int]  # the registry serving it that no record names
+
+
 @pytest.fixture
-def fake_registry(tmp_path: Path) -> Iterator[Path]:
+def orphan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Orphan]:
+    """A kept registry whose starting task was killed before it recorded it; the stand-in
+    `docker-registry` first on PATH, and no Docker daemon asked to drop refs."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     binary = bin_dir / "docker-registry"
     binary.write_text(FAKE_REGISTRY.format(python=sys.executable))
     binary.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(registry, "_untag", lambda addr: None)
     folder = tmp_path / "registry"
     try:
-        yield binary
+        starter = subprocess.Popen(
+            [sys.executable, "-c", STARTER, str(folder)],
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
+        assert starter.stdout is not None
+        assert starter.stdout.readline() == b"started\n"
+        wait_for(lambda: _serving(folder), timeout=20, what="the registry running")
+        os.kill(starter.pid, signal.SIGKILL)
+        starter.wait(10)
+        assert not (folder / registry.STATE).exists()  # no record names it
+        yield Orphan(folder, _serving(folder))
     finally:
         processes.terminate_tagged(registry._tag(folder), grace_s=2)
 
@@ -79,48 +101,19 @@ def _serving(folder: Path) -> list[int]:
     return processes.scan(lambda p: config in p.cmdline.split(b"\0"))
 
 
-def _killed_while_starting(folder: Path, binary: Path) -> None:
-    env = {**os.environ, "PATH": f"{binary.parent}:{os.environ['PATH']}"}
-    starter = subprocess.Popen(
-        [sys.executable, "-c", STARTER, str(folder)],
-        stdout=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-    )
-    assert starter.stdout is not None
-    assert starter.stdout.readline() == b"started\n"
-    wait_for(lambda: _serving(folder), timeout=20, what="the registry running")
-    os.kill(starter.pid, signal.SIGKILL)
-    starter.wait(10)
-    assert not (folder / registry.STATE).exists()  # no record names it
-
-
-def test_stop_finds_a_registry_its_killed_starter_never_recorded(
-    tmp_path: Path, fake_registry: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    folder = tmp_path / "registry"
-    _killed_while_starting(folder, fake_registry)
-    orphan = _serving(folder)
-    monkeypatch.setattr(registry, "_untag", lambda addr: None)  # no Docker here
-    addr = registry.stop_kept(folder)
+def test_stop_finds_a_registry_its_killed_starter_never_recorded(orphan: Orphan) -> None:
+    addr = registry.stop_kept(orphan.folder)
     assert addr is not None
     assert addr.startswith("127.0.0.1:")  # the address its config names
-    assert [pid for pid in orphan if processes.alive(pid)] == []
-    assert _serving(folder) == []
+    assert [pid for pid in orphan.pids if processes.alive(pid)] == []
+    assert _serving(orphan.folder) == []
 
 
-def test_the_next_push_replaces_it_with_one_on_record(
-    tmp_path: Path, fake_registry: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    folder = tmp_path / "registry"
-    _killed_while_starting(folder, fake_registry)
-    orphan = _serving(folder)
-    monkeypatch.setenv("PATH", f"{fake_registry.parent}:{os.environ['PATH']}")
-    monkeypatch.setattr(registry, "_untag", lambda addr: None)
-    kept = registry.ensure_kept(folder)
+def test_the_next_push_replaces_it_with_one_on_record(orphan: Orphan) -> None:
+    kept = registry.ensure_kept(orphan.folder)
     assert kept.started
-    assert _serving(folder) == [kept.pid]  # the orphan is gone, one registry serves
-    assert kept.pid not in orphan
-    assert registry.kept_status(folder) == registry.Kept(kept.addr, kept.pid, started=False)
-    assert registry.stop_kept(folder) == kept.addr
-    assert _serving(folder) == []
+    assert _serving(orphan.folder) == [kept.pid]  # the orphan is gone, one registry serves
+    assert kept.pid not in orphan.pids
+    assert registry.kept_status(orphan.folder) == registry.Kept(kept.addr, kept.pid, False)
+    assert registry.stop_kept(orphan.folder) == kept.addr
+    assert _serving(orphan.folder) == []
