@@ -219,15 +219,12 @@ def up(
         argv += ["--allow-host", name]
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
-    def starting(pid: int) -> RunRecord:
-        return RunRecord(pid, "", "", str(key_file), str(state_file), str(log_file), started_at)
-
     def on_record(pid: int) -> None:  # before it may start (`daemons.spawn`)
-        write_private(run_dir / RUN_FILE, json.dumps(asdict(starting(pid)), indent=1))
+        record = RunRecord(pid, "", "", str(key_file), str(state_file), str(log_file), started_at)
+        write_private(run_dir / RUN_FILE, json.dumps(asdict(record), indent=1))
 
     with log_file.open("ab") as log:
         proc = daemons.spawn(argv, log=log, record=on_record)
-    record = starting(proc.pid)
     try:
         banner = daemons.read_banner(proc, timeout, what="the emulator", error=PlatformError)
     except PlatformError as exc:
@@ -251,7 +248,7 @@ def up(
         str(key_file),
         str(state_file),
         str(log_file),
-        record.started_at,
+        started_at,
         ca,
     )
     write_private(run_dir / RUN_FILE, json.dumps(asdict(record), indent=1))
