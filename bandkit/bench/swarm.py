@@ -12,7 +12,9 @@ scratch directory): `cluster.up --nodes 3`, `platform.up`, then
 - a drain of the node with the most agents, timed until each of its agents runs on another
   node and answers a mention sent there as soon as it runs (target 30 s for the last; the
   median is printed beside it); a mention sent to each as the drain starts must be
-  answered too (lost: target 0);
+  answered too (lost: target 0); the engine's overlay bulk-sync stalls meanwhile are
+  counted from the nodes' daemon logs (each holds a network join, and its agent, for
+  Engine 20.10's fixed 30 s: moby/moby#41524);
 - `fleet.rollout --image band-python-kit:local --parallel 5`, which replaces every sandbox
   in batches: a marker sent to each agent as its old sandbox is removed, and how many are
   never answered (target 0);
@@ -41,11 +43,15 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from bandkit.bench import docker_ok, sized
 from bandkit.cluster.layout import Node
+
+if TYPE_CHECKING:
+    from bandkit.cluster import Cluster
 
 REPO: Final = Path(__file__).resolve().parents[2]
 STARTER: Final = REPO / "docker" / "band_python_kit" / "echo-agent"
@@ -57,6 +63,7 @@ COMMAND_TIMEOUT_S: Final = 900.0
 ANSWER_TIMEOUT_S: Final = 120.0
 POLL_S: Final = 0.02
 LIMITS_FORMAT: Final = "{{json .Spec.TaskTemplate.Resources.Limits}}"
+STALL: Final = "Bulk sync to node"  # "... <id> timed out": a join held 30 s (moby#41524)
 
 FILE_LIMITS: Final = (250_000_000, 256 * 2**20)  # the fleet file's cpu 250m, memory 256Mi
 
@@ -187,10 +194,32 @@ def _round_trips(run: _Run, names: list[str]) -> list[float]:
     return spent
 
 
-def _drain(run: _Run) -> tuple[str, list[float], int]:
+def _stalls(made: Cluster, since: float, until: float) -> int:
+    """How many of Docker's overlay bulk syncs the nodes' daemons logged as timed out
+    between `since` and `until` (epoch seconds): each is a network join on that node held
+    for the engine's fixed 30 s (Engine 20.10; moby/moby#41524), with its agents' names."""
+    count = 0
+    for node in made.nodes:
+        try:
+            text = made.layout.log(node).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if STALL not in line or not line.startswith('time="'):
+                continue
+            try:  # time="2026-12-06T19:24:39.095098522Z" (Go trims trailing zeros)
+                stamp = datetime.fromisoformat(line[6:].split('"', 1)[0]).timestamp()
+            except ValueError:
+                continue
+            count += since <= stamp <= until
+    return count
+
+
+def _drain(run: _Run) -> tuple[str, list[float], int, int]:
     """Drain the node with the most agents: a marker to each of them as the drain starts;
     as soon as one runs on another node, a second one to it. (node, each agent's time from
-    the drain to its second marker answered, markers sent at the start never answered.)"""
+    the drain to its second marker answered, markers sent at the start never answered,
+    the engine's bulk-sync stalls meanwhile.)"""
     from bandkit import cluster
     from bandkit.cluster.swarm import docker
 
@@ -217,7 +246,7 @@ def _drain(run: _Run) -> tuple[str, list[float], int]:
         rows = [line.split() for line in out.splitlines()]
         return {r[0].rsplit(".", 1)[0]: r[1] for r in rows if len(r) > 2 and r[2] == "Running"}
 
-    began = time.monotonic()
+    began, wall = time.monotonic(), time.time()
     docker(manager, "node", "update", "--availability", "drain", node)
     during = {name: f"moving:{secrets.token_hex(4)}" for name in names}
     for name, marker in during.items():
@@ -242,11 +271,12 @@ def _drain(run: _Run) -> tuple[str, list[float], int]:
     for thread in waiting:
         thread.join()
     lost = [n for n, m in during.items() if not run.wait_answered(n, m)]
+    stalls = _stalls(made, wall, wall + time.monotonic() - began)
     docker(manager, "node", "update", "--availability", "active", node)
     silent = sorted(set(names) - set(back))
     if silent:
         raise RuntimeError(f"after the drain of {node}, no answer from {', '.join(silent)}")
-    return node, sorted(back.values()), len(lost)
+    return node, sorted(back.values()), len(lost), stalls
 
 
 def _rollout(run: _Run, names: list[str]) -> tuple[float, int, int]:
@@ -358,7 +388,7 @@ def run() -> list[str]:
         faults = _faults(run, rows)
         trips = _round_trips(run, names)
         p95 = statistics.quantiles(trips, n=20)[-1] if len(trips) > 1 else trips[0]
-        node, back, drain_lost = _drain(run)
+        node, back, drain_lost, stalls = _drain(run)
         cpu = _cpu()
         rolled, sent, lost = _rollout(run, names)
         rolled_cpu = _busy(cpu)
@@ -370,7 +400,9 @@ def run() -> list[str]:
             f"{statistics.median(trips):.2f} s, p95 {_mark('p95', p95)}",
             f"  drain of {node} ({len(back)} agent(s)) until each, on another node, answered: "
             f"{_mark('drain', back[-1])}; half of them within {statistics.median(back):.1f} s; "
-            f"messages sent as the drain began, lost: {_lost(drain_lost)}",
+            f"messages sent as the drain began, lost: {_lost(drain_lost)}; the engine's "
+            f"30 s overlay bulk-sync stalls meanwhile: {stalls} (`{STALL}` in the nodes' "
+            "dockerd.log)",
             f"  fleet.rollout --parallel {PARALLEL_ROLLOUT} (every sandbox replaced): "
             f"{rolled:.1f} s ({rolled_cpu}); markers sent {sent}, lost {_lost(lost)}",
             *[f"  {fault}" for fault in faults],
