@@ -15,6 +15,7 @@ deferred ones and those under TYPE_CHECKING. Under tests/, no module imports fro
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -116,22 +117,28 @@ def floor(name: str) -> int:
     raise AssertionError(f"{name} has no floor in FLOORS; add it")
 
 
-GRAPH = {n: imports_of(n, p, set(modules())) for n, p in modules().items()}
+MODULES = modules()  # found at collection (a walk); parsed only where a test asks (graph)
 
 
-@pytest.mark.parametrize("name", sorted(GRAPH))
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    """Each module -> the modules of ours it imports (its AST; once per process)."""
+    return {n: imports_of(n, p, set(MODULES)) for n, p in MODULES.items()}
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
 def test_no_upward_import(name: str) -> None:
-    upward = sorted(t for t in GRAPH[name] if floor(t) > floor(name))
+    upward = sorted(t for t in graph()[name] if floor(t) > floor(name))
     assert not upward, f"{name} (floor {floor(name)}) imports from a higher floor: {upward}"
 
 
 def test_the_launcher_ships_alone() -> None:
-    leaks = {n: sorted(t for t in ts if not t.startswith("launcher")) for n, ts in GRAPH.items()}
+    leaks = {n: sorted(t for t in ts if not t.startswith("launcher")) for n, ts in graph().items()}
     assert not {n: t for n, t in leaks.items() if n.startswith("launcher") and t}
 
 
 def test_nothing_imports_benchmarks_tasks_or_tests() -> None:
-    for name, targets in GRAPH.items():
+    for name, targets in graph().items():
         if name.startswith(("bandkit.bench", "tasks")):
             continue
         bad = sorted(t for t in targets if t.startswith(("bandkit.bench", "tasks", "tests")))
@@ -140,9 +147,9 @@ def test_nothing_imports_benchmarks_tasks_or_tests() -> None:
 
 def test_no_import_cycles() -> None:
     # Package __init__ edges to their own children are not cycles of concern.
-    graph = {
+    edges = {
         n: {t for t in ts if not t.startswith(n + ".") and not n.startswith(t + ".")}
-        for n, ts in GRAPH.items()
+        for n, ts in graph().items()
     }
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -150,7 +157,7 @@ def test_no_import_cycles() -> None:
     def visit(node: str) -> None:
         state[node] = 1
         stack.append(node)
-        for nxt in sorted(graph.get(node, ())):
+        for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
                 cycle = [*stack[stack.index(nxt) :], nxt]
                 raise AssertionError("import cycle: " + " -> ".join(cycle))
@@ -159,7 +166,7 @@ def test_no_import_cycles() -> None:
         stack.pop()
         state[node] = 2
 
-    for node in sorted(graph):
+    for node in sorted(edges):
         if node not in state:
             visit(node)
 
@@ -281,7 +288,7 @@ def handed_on(path: Path) -> list[str]:
 def test_no_module_hands_on_what_it_imports() -> None:
     found = {
         name: unused
-        for name, path in sorted(modules().items())
+        for name, path in sorted(MODULES.items())
         if path.name != "__init__.py" and (unused := handed_on(path))
     }
     assert not found, "modules importing names they never use (facades?):\n" + "\n".join(

@@ -8,7 +8,9 @@ PATH: what the sbx runtime would `docker save` into sbx is what a test registers
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bandkit import processes
+from bandkit.runtimes.hostbox import SDK_ENV
 
 FAKES = Path(__file__).resolve().parent
 SBX = FAKES / "sbx"
@@ -98,6 +101,21 @@ def sim_env(
     return env
 
 
+@functools.cache
+def shared_sdk_home() -> Path:
+    """As root, the image-like SDK home (the python the boxes run as their uid) of every
+    simulator this process starts, built once: as sandboxes share their kit image. Each
+    simulator would otherwise build its own beside its boxes, about a second per test."""
+    from bandkit.runtimes.sdk_home import build_sdk_home
+
+    root = Path(tempfile.mkdtemp(prefix="sbxsim-sdk-", dir="/tmp"))
+    os.chmod(root, 0o755)  # noqa: S103 - the box uids run its python
+    atexit.register(shutil.rmtree, root, True)
+    build_sdk_home(root / "sdk", with_band_sdk=False)
+    (root / "sdk" / ".complete").write_text("ok\n", encoding="utf-8")
+    return root / "sdk"
+
+
 def watchers(state: Path) -> list[int]:
     """Pids of the simulator's idle watchers for `state` (its stand-in daemon)."""
     wanted = f"{WATCHER_ENV}={state}".encode()
@@ -115,6 +133,8 @@ def simulator(
     os.chmod(scratch, 0o755)  # noqa: S103 - box uids run sandbox commands in here
     state = scratch / "state"
     env = sim_env(state, version, idle_s, require_templates=require_templates)
+    if os.geteuid() == 0 and not env.get(SDK_ENV):
+        env[SDK_ENV] = str(shared_sdk_home())
     sim = Sim(state=state, scratch=scratch, env=env)
     try:
         yield sim
