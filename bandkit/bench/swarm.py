@@ -197,7 +197,7 @@ def _round_trips(run: _Run, names: list[str]) -> list[float]:
 def _stalls(made: Cluster, since: float, until: float) -> int:
     """How many of Docker's overlay bulk syncs the nodes' daemons logged as timed out
     between `since` and `until` (epoch seconds): each is a network join on that node held
-    for the engine's fixed 30 s (Engine 20.10; moby/moby#41524), with its agents' names."""
+    for the engine's fixed 30 s (Engine 20.10; moby/moby#41524), and the agent it carries."""
     count = 0
     for node in made.nodes:
         try:
