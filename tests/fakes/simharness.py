@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bandkit import processes
-from bandkit.runtimes.hostbox import SDK_ENV
+from bandkit.runtimes import hostbox
 
 FAKES = Path(__file__).resolve().parent
 SBX = FAKES / "sbx"
@@ -106,13 +106,10 @@ def shared_sdk_home() -> Path:
     """As root, the image-like SDK home (the python the boxes run as their uid) of every
     simulator this process starts, built once: as sandboxes share their kit image. Each
     simulator would otherwise build its own beside its boxes, about a second per test."""
-    from bandkit.runtimes.sdk_home import build_sdk_home
-
     root = Path(tempfile.mkdtemp(prefix="sbxsim-sdk-", dir="/tmp"))
     os.chmod(root, 0o755)  # noqa: S103 - the box uids run its python
     atexit.register(shutil.rmtree, root, True)
-    build_sdk_home(root / "sdk", with_band_sdk=False)
-    (root / "sdk" / ".complete").write_text("ok\n", encoding="utf-8")
+    hostbox.ensure_sdk_home(root / "sdk")  # what a box builds beside itself, done once
     return root / "sdk"
 
 
@@ -133,8 +130,8 @@ def simulator(
     os.chmod(scratch, 0o755)  # noqa: S103 - box uids run sandbox commands in here
     state = scratch / "state"
     env = sim_env(state, version, idle_s, require_templates=require_templates)
-    if os.geteuid() == 0 and not env.get(SDK_ENV):
-        env[SDK_ENV] = str(shared_sdk_home())
+    if os.geteuid() == 0 and not env.get(hostbox.SDK_ENV):
+        env[hostbox.SDK_ENV] = str(shared_sdk_home())
     sim = Sim(state=state, scratch=scratch, env=env)
     try:
         yield sim
@@ -142,8 +139,6 @@ def simulator(
         if sim.state.exists():
             for name in sim("ls", "-q").stdout.split():
                 sim("rm", "-f", name)
-            from bandkit.runtimes import hostbox
-
             for vm in (sim.state / "vms").glob("*"):  # whatever a failed test left running
                 if vm.is_dir() and not vm.name.startswith("."):  # not the shared SDK home
                     uid = hostbox.known_uid(vm)
