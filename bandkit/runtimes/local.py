@@ -19,8 +19,12 @@ Layout under `run_dir`:
 As root the box uid must traverse every directory above its box. A run directory it
 cannot reach (the local platform's `.run` is 0700: it holds keys, and so does pytest's
 tmp) gets its boxes under `BOXES_HOME/<digest of the run dir>` instead; the stored keys
-stay in the private run directory. A workspace it cannot reach (a clone under /root) is
-staged into the box at each start (`boxworkspace`).
+stay in the private run directory. Such a boxes root records the run directory it serves
+(`OWNER`, root's); when a box is created, any other root there whose run directory is gone
+and which holds no box any more (only caches and the SDK home, all made again on demand)
+is removed, so deleted clones and test runs do not pile up caches under `BOXES_HOME`.
+A workspace it cannot reach (a clone under /root) is staged into the box at each start
+(`boxworkspace`).
 
 Secrets behave as with sbx: scoped to a name, storable before the sandbox exists, seen
 inside only as their placeholder, swapped in on the wire by the credential proxy.
@@ -28,13 +32,16 @@ inside only as their placeholder, swapped in on the wire by the credential proxy
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock, Timeout
 
 from bandkit import processes
 from bandkit.fsio import UnsafePathError, closed_to_others, own_dir, read_regular, write_private
@@ -70,6 +77,9 @@ SHARED_UID = (
 
 BOXES_HOME = Path("/var/lib/bandkit/local-boxes")
 CACHES = ".uv-cache"  # beside the boxes: <name>/, each box's own (hostbox.hand_over, park)
+OWNER = ".run-dir"  # in a root under BOXES_HOME: the run directory it serves (a line)
+HOME_LOCK = ".lock"  # in BOXES_HOME: held while a root is made or the orphans are swept
+HOME_LOCK_TIMEOUT_S = 60.0
 
 
 class LocalRuntime(Runtime):
@@ -112,13 +122,25 @@ class LocalRuntime(Runtime):
         chain = [boxes]
         if boxes.is_relative_to(shared):
             chain = [*(p for p in reversed(boxes.parents) if p.is_relative_to(shared)), boxes]
+        under_home = boxes.parent == BOXES_HOME
+        swept: list[Path] = []
         try:
-            for path in chain:
+            for path in chain[:-1]:  # BOXES_HOME and what leads to it: checked before its lock
                 own_dir(path, mode=0o755, what="the local runtime's boxes directory", parents=True)
-            caches_mode = 0o711 if os.geteuid() == 0 else 0o700
-            own_dir(boxes / CACHES, mode=caches_mode, what="the local runtime's uv caches")
+            with _home_locked() if under_home else contextlib.nullcontext():
+                own_dir(boxes, mode=0o755, what="the local runtime's boxes directory", parents=True)
+                caches_mode = 0o711 if os.geteuid() == 0 else 0o700
+                own_dir(boxes / CACHES, mode=caches_mode, what="the local runtime's uv caches")
+                if under_home:
+                    write_private(boxes / OWNER, f"{self.run_dir.resolve()}\n")
+                    swept = sweep_orphans(keep=boxes)
         except UnsafePathError as exc:
             raise SandboxError(f"local: {exc}") from None
+        if swept:
+            self.warn(
+                f"local: removed {len(swept)} boxes director{'y' if len(swept) == 1 else 'ies'} "
+                f"in {BOXES_HOME} left by run directories that no longer exist (caches only)"
+            )
         return boxes
 
     def _meta(self, name: str) -> dict[str, Any]:
@@ -300,6 +322,43 @@ class LocalRuntime(Runtime):
                 self.stop(name)
             self.start(name)
         return down
+
+
+@contextlib.contextmanager
+def _home_locked() -> Iterator[None]:
+    """`BOXES_HOME`'s lock: a root is made and claimed, or the orphans swept, one at a time."""
+    try:
+        with FileLock(str(BOXES_HOME / HOME_LOCK), timeout=HOME_LOCK_TIMEOUT_S):
+            yield
+    except Timeout:
+        raise SandboxError(
+            f"local: {BOXES_HOME / HOME_LOCK} stayed locked for {HOME_LOCK_TIMEOUT_S:.0f}s; "
+            "another run is making its boxes: try again"
+        ) from None
+
+
+def sweep_orphans(*, keep: Path) -> list[Path]:
+    """Remove each boxes root under `BOXES_HOME` (other than `keep`) whose recorded run
+    directory is gone and which holds no box: only dot entries (its uv caches, the SDK
+    home, their locks), since a box is named by a sandbox name, never a dotted one. A root
+    with no record (made before roots had one) or still holding a box is left; nothing
+    is followed through a link. The caller holds `_home_locked`. Returns what it removed."""
+    removed = []
+    for entry in os.scandir(BOXES_HOME):
+        if entry.name == keep.name or not entry.is_dir(follow_symlinks=False):
+            continue
+        root = Path(entry.path)
+        try:
+            owner = read_regular(root / OWNER, what="boxes root record")[0].decode().strip()
+            held = [name for name in os.listdir(root) if not name.startswith(".")]
+        except (OSError, UnicodeDecodeError, UnsafePathError):
+            continue
+        if held or not owner.startswith("/") or Path(owner).exists():
+            continue
+        shutil.rmtree(root, ignore_errors=True)  # fd-based: never follows a link
+        if not root.exists():
+            removed.append(root)
+    return removed
 
 
 def _read(path: Path) -> str:
