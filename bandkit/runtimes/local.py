@@ -20,9 +20,10 @@ As root the box uid must traverse every directory above its box. A run directory
 cannot reach (the local platform's `.run` is 0700: it holds keys, and so does pytest's
 tmp) gets its boxes under `BOXES_HOME/<digest of the run dir>` instead; the stored keys
 stay in the private run directory. Such a boxes root records the run directory it serves
-(`OWNER`, root's); when a box is created, any other root there whose run directory is gone
-and which holds no box any more (only caches and the SDK home, all made again on demand)
-is removed, so deleted clones and test runs do not pile up caches under `BOXES_HOME`.
+(`OWNER`, root's); when a box is created, any other root there that holds no box (only
+caches and the SDK home, all made again on demand) and whose run directory is gone, or
+that has no record (an earlier version's), is removed: deleted clones and test runs do not
+pile up caches under `BOXES_HOME`.
 A workspace it cannot reach (a clone under /root) is staged into the box at each start
 (`boxworkspace`).
 
@@ -139,7 +140,8 @@ class LocalRuntime(Runtime):
         if swept:
             self.warn(
                 f"local: removed {len(swept)} boxes director{'y' if len(swept) == 1 else 'ies'} "
-                f"in {BOXES_HOME} left by run directories that no longer exist (caches only)"
+                f"in {BOXES_HOME} that held only caches, of run directories that no longer "
+                "exist (or unrecorded: made by an earlier version)"
             )
         return boxes
 
@@ -338,27 +340,39 @@ def _home_locked() -> Iterator[None]:
 
 
 def sweep_orphans(*, keep: Path) -> list[Path]:
-    """Remove each boxes root under `BOXES_HOME` (other than `keep`) whose recorded run
-    directory is gone and which holds no box: only dot entries (its uv caches, the SDK
-    home, their locks), since a box is named by a sandbox name, never a dotted one. A root
-    with no record (made before roots had one) or still holding a box is left; nothing
-    is followed through a link. The caller holds `_home_locked`. Returns what it removed."""
+    """Remove each boxes root under `BOXES_HOME` (other than `keep`) that holds no box and
+    whose run directory is gone. Holding no box means only dot entries (its uv caches, the
+    SDK home, their locks): a box is named by a sandbox name, never a dotted one. A root
+    with no record was made before roots had one, so whose it is cannot be known; it is
+    removed too when it holds no box (its run directory, if it still exists, syncs its next
+    box cold). Nothing is followed through a link. The caller holds `_home_locked`.
+    Returns what it removed."""
     removed = []
     for entry in os.scandir(BOXES_HOME):
         if entry.name == keep.name or not entry.is_dir(follow_symlinks=False):
             continue
         root = Path(entry.path)
         try:
-            owner = read_regular(root / OWNER, what="boxes root record")[0].decode().strip()
             held = [name for name in os.listdir(root) if not name.startswith(".")]
+            owner = _recorded_run_dir(root)
         except (OSError, UnicodeDecodeError, UnsafePathError):
             continue
-        if held or not owner.startswith("/") or Path(owner).exists():
+        if held or (owner is not None and owner.exists()):
             continue
         shutil.rmtree(root, ignore_errors=True)  # fd-based: never follows a link
         if not root.exists():
             removed.append(root)
     return removed
+
+
+def _recorded_run_dir(root: Path) -> Path | None:
+    """The run directory a boxes root records (`OWNER`); None without a usable record."""
+    try:
+        data, _ = read_regular(root / OWNER, what="boxes root record")
+    except FileNotFoundError:
+        return None
+    text = data.decode().strip()
+    return Path(text) if text.startswith("/") else None  # we write it absolute
 
 
 def _read(path: Path) -> str:

@@ -2,7 +2,8 @@
 uids cannot enter gets its boxes root there, and that root outlives the run directory
 (the uv caches it parks are kept for the next box of a name). Each root records the run
 directory it serves, and the next box made sweeps the roots whose run directory is gone
-and that hold no box: deleted clones and test runs leave nothing there for good."""
+and that hold no box (or that have no record: an earlier version made them): deleted
+clones and test runs leave nothing there for good."""
 
 from __future__ import annotations
 
@@ -53,7 +54,9 @@ def test_a_gone_run_directorys_caches_are_swept_by_the_next_box(home: Path, tmp_
     assert {gone.parent, kept.parent, busy.parent} == {home}
     assert (gone / local.OWNER).read_text().strip() == str(private / "gone" / ".run")
     legacy = home / "0123456789abcdef"  # made before roots had a record: whose is unknown
-    (legacy / local.CACHES).mkdir(parents=True)
+    (legacy / local.CACHES / "agent").mkdir(parents=True)
+    legacy_box = home / "00112233445566ff"  # the same, still holding a box
+    (legacy_box / "agent").mkdir(parents=True)
     victim = tmp_path / "victim"
     (victim / local.CACHES).mkdir(parents=True)
     (victim / local.OWNER).write_text(str(tmp_path / "no-such-run") + "\n")
@@ -67,12 +70,13 @@ def test_a_gone_run_directorys_caches_are_swept_by_the_next_box(home: Path, tmp_
     assert not gone.exists()
     assert (kept / local.CACHES / "agent" / "wheels-v8" / "some.whl").is_file()
     assert (busy / "agent").is_dir()
-    assert legacy.is_dir()
+    assert not legacy.exists()
+    assert (legacy_box / "agent").is_dir()
     assert (victim / local.CACHES).is_dir()
     assert made.boxes_root().is_dir()
     assert made.warnings[-1] == (
-        f"local: removed 1 boxes directory in {home} left by run directories that no "
-        "longer exist (caches only)"
+        f"local: removed 2 boxes directories in {home} that held only caches, of run "
+        "directories that no longer exist (or unrecorded: made by an earlier version)"
     )
 
 
