@@ -134,7 +134,7 @@ class LocalRuntime(Runtime):
                 own_dir(boxes / CACHES, mode=caches_mode, what="the local runtime's uv caches")
                 if under_home:
                     write_private(boxes / OWNER, f"{self.run_dir.resolve()}\n")
-                    swept = sweep_orphans(keep=boxes)
+                    swept = _sweep_orphans(keep=boxes)
         except UnsafePathError as exc:
             raise SandboxError(f"local: {exc}") from None
         if swept:
@@ -339,7 +339,7 @@ def _home_locked() -> Iterator[None]:
         ) from None
 
 
-def sweep_orphans(*, keep: Path) -> list[Path]:
+def _sweep_orphans(*, keep: Path) -> list[Path]:
     """Remove each boxes root under `BOXES_HOME` (other than `keep`) that holds no box and
     whose run directory is gone. Holding no box means only dot entries (its uv caches, the
     SDK home, their locks): a box is named by a sandbox name, never a dotted one. A root
@@ -347,11 +347,12 @@ def sweep_orphans(*, keep: Path) -> list[Path]:
     removed too when it holds no box (its run directory, if it still exists, syncs its next
     box cold). Nothing is followed through a link. The caller holds `_home_locked`.
     Returns what it removed."""
+    with os.scandir(BOXES_HOME) as entries:
+        roots = [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
     removed = []
-    for entry in os.scandir(BOXES_HOME):
-        if entry.name == keep.name or not entry.is_dir(follow_symlinks=False):
+    for root in roots:
+        if root.name == keep.name:
             continue
-        root = Path(entry.path)
         try:
             held = [name for name in os.listdir(root) if not name.startswith(".")]
             owner = _recorded_run_dir(root)
