@@ -135,7 +135,9 @@ def bench_local_runtime(
     lines = []
     start = time.perf_counter()
     if os.geteuid() == 0:  # the SDK home the box uid runs from, built once per run dir
-        hostbox.ensure_sdk_home(hostbox.sdk_home_dir(runtime.boxes_root() / "bench"))
+        # In the boxes root as `create` makes and claims it (a root left unclaimed is
+        # swept by the next box made on this host).
+        hostbox.ensure_sdk_home(hostbox.sdk_home_dir(runtime.make_boxes_root() / "bench"))
     lines.append(f"local runtime: agent SDK home ready in {_ms(time.perf_counter() - start)}")
     start = time.perf_counter()
     runtime.create(spec)

@@ -114,10 +114,13 @@ class LocalRuntime(Runtime):
         digest = hashlib.sha256(str(self.run_dir.resolve()).encode()).hexdigest()[:16]
         return BOXES_HOME / digest
 
-    def _make_boxes_root(self) -> Path:
+    def make_boxes_root(self) -> Path:
         """The boxes root, made or taken only as ours (0755: the box uids traverse it), and
         the uv caches directory in it (0711 as root: each box enters its own cache below,
-        none may list the others)."""
+        none may list the others). A root under `BOXES_HOME` is claimed for the run
+        directory (made first, then recorded in the root) and sweeps the orphans there;
+        anything put in a root is put after this."""
+        self.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
         boxes = self.boxes_root()
         shared = BOXES_HOME.parent
         chain = [boxes]
@@ -164,8 +167,7 @@ class LocalRuntime(Runtime):
     def create(self, spec: SandboxSpec) -> None:
         if self._dir(spec.name).exists():
             raise SandboxError(f"local: sandbox {spec.name!r} already exists; remove it first")
-        self.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
-        self._make_boxes_root()  # before anything is recorded or put there
+        self.make_boxes_root()  # before anything is recorded or put there
         if spec.limits:
             self.warn(f"{spec.name}: resources and placement are not applied on this runtime")
         for secret in spec.secrets:
