@@ -136,7 +136,9 @@ class LocalRuntime(Runtime):
                 caches_mode = 0o711 if os.geteuid() == 0 else 0o700
                 own_dir(boxes / CACHES, mode=caches_mode, what="the local runtime's uv caches")
                 if under_home:
-                    write_private(boxes / OWNER, f"{self.run_dir.resolve()}\n")
+                    served = self.run_dir.resolve()
+                    if _recorded_run_dir(boxes) != served:  # once per root, not per box
+                        write_private(boxes / OWNER, f"{served}\n")
                     swept = _sweep_orphans(keep=boxes)
         except UnsafePathError as exc:
             raise SandboxError(f"local: {exc}") from None
