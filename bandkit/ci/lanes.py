@@ -27,7 +27,6 @@ class Lane:
     id: str
     session: str
     docker: bool = False
-    node: bool = False  # node + npm (the demo's stub brains install the pinned codex CLI)
     sbx: bool = False
     live: bool = False
     browser: bool = False
@@ -39,7 +38,7 @@ LANES: tuple[Lane, ...] = (
     Lane("typecheck", "typecheck"),
     Lane("floors", "floors"),  # the dependency floors, resolved from PyPI
     Lane("tests", "tests"),
-    Lane("e2e", "e2e", browser=True, node=True, apt=("chromium", "fonts-liberation")),
+    Lane("e2e", "e2e", browser=True, apt=("chromium", "fonts-liberation")),
     Lane(
         "docker_tests",
         "docker_tests",

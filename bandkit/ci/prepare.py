@@ -20,7 +20,6 @@ from bandkit.dockercli import docker_answers
 from bandkit.errors import BandkitError
 
 DOCKER_PACKAGES = ("docker.io",)
-NODE_PACKAGES = ("nodejs", "npm")
 DOCKERD_LOG = Path("/var/log/bandkit-dockerd.log")
 DOCKERD_START_TIMEOUT_S = 60.0
 APT_TIMEOUT_S = 900.0
@@ -30,20 +29,15 @@ class PrepareError(BandkitError):
     """An expected failure while preparing the machine; the message says what to do."""
 
 
-def packages_for(
-    lanes: Iterable[Lane], *, have_docker: bool = False, have_node: bool = False
-) -> list[str]:
-    """Debian packages the lanes need; Docker's own only when no daemon answers yet, and
-    Node's only when no node and npm are on PATH.
+def packages_for(lanes: Iterable[Lane], *, have_docker: bool = False) -> list[str]:
+    """Debian packages the lanes need; Docker's own only when no daemon answers yet.
 
     A machine that already runs a Docker (a GitHub runner's docker-ce, Docker Desktop) keeps
-    it: installing Debian's docker.io beside docker-ce conflicts (containerd.io). A runner's
-    own Node is kept the same way (Debian's npm is some 500 packages).
+    it: installing Debian's docker.io beside docker-ce conflicts (containerd.io).
     """
     wanted: list[str] = []
     for entry in lanes:
         extra: tuple[str, ...] = DOCKER_PACKAGES if entry.docker and not have_docker else ()
-        extra += NODE_PACKAGES if entry.node and not have_node else ()
         for pkg in (*entry.apt, *extra):
             if pkg not in wanted:
                 wanted.append(pkg)
@@ -120,8 +114,7 @@ def prepare(lane_ids: Sequence[str]) -> list[str]:
     chosen = list(LANES) if "all" in lane_ids else [_find(lid) for lid in lane_ids]
     lines = []
     docker_lane = any(entry.docker for entry in chosen)
-    have_node = all(shutil.which(tool) for tool in ("node", "npm"))
-    wanted = packages_for(chosen, have_docker=docker_lane and docker_answers(), have_node=have_node)
+    wanted = packages_for(chosen, have_docker=docker_lane and docker_answers())
     installed = install_packages(wanted)
     lines.append(f"installed: {' '.join(installed)}" if installed else "packages: all present")
     if docker_lane:

@@ -5,7 +5,7 @@ run framework adapters that spawn an agent CLI: Sam's CodexAdapter starts
 `codex app-server`, so its sandbox needs codex, which no Python wheel carries. The
 docker runtime then creates every demo sandbox from `CLI_TAG`
 (`docker/band_python_kit/Dockerfile.cli`: `FROM` the kit image, plus codex's static
-binary at `/opt/codex`, read-only, on PATH as `codex`; node is in its build stage only).
+binary at `/opt/codex`, read-only, on PATH as `codex`; no node or npm in any stage).
 The claude CLI needs nothing here: the claude-agent-sdk wheel bundles it, so the PM's
 workspace venv holds it once the launcher syncs the workspace's `claude-sdk` extra.
 
@@ -20,7 +20,7 @@ workspace venv holds it once the launcher syncs the workspace's `claude-sdk` ext
    build reported as done.
 
 The codex version is pinned once, in `docker/band_python_kit/codex/package.json` (its
-`package-lock.json` beside it; `npm ci --ignore-scripts` installs exactly that).
+`package-lock.json` beside it; `codex_fetch` installs exactly the lock's package).
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ anything.
   `DEMO_*` from the environment; `--headless` closes after the grace period, otherwise
   the floor opens after the verdict (unless `DEMO_HEADLESS`/`DEMO_INTERACTIVE` decide);
 * stub and real brains: not on sbx yet; real needs ANTHROPIC_API_KEY and OPENAI_API_KEY
-  (and usable base URLs, when the host overrides them); on the local runtime node and npm
-  (the pinned codex CLI is installed with `npm ci`); on docker the CLI image (`cli_image`);
+  (and usable base URLs, when the host overrides them); on docker the CLI image
+  (`cli_image`; the local runtime fetches the pinned codex CLI itself);
 * the runtime's tools: uv for local, a daemon and the kit image for docker, an
   initialised policy for sbx. `--runtime auto` picks as everywhere (sbx, else docker
   when a daemon answers, else local), except that a docker without the kit image falls

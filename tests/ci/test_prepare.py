@@ -16,12 +16,6 @@ def test_a_running_docker_is_kept_rather_than_installing_debians_beside_it() -> 
     assert ciprep.packages_for(chosen, have_docker=True) == ["debootstrap"]
 
 
-def test_node_and_npm_come_from_debian_only_when_missing() -> None:
-    chosen = [Lane("t", "t", node=True, apt=("chromium",))]
-    assert ciprep.packages_for(chosen) == ["chromium", *ciprep.NODE_PACKAGES]
-    assert ciprep.packages_for(chosen, have_node=True) == ["chromium"]
-
-
 def test_prepare_installs_docker_only_when_no_daemon_answers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

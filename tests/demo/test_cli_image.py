@@ -33,7 +33,7 @@ def test_the_lock_pins_exactly_the_version_package_json_names() -> None:
     assert "node_modules/@openai/codex-linux-arm64" in platforms
     for path, entry in packages.items():
         assert not entry.get("hasInstallScript")  # --ignore-scripts loses nothing
-        if path:  # every installed package: this codex, integrity-checked by npm ci
+        if path:  # every package: this codex, integrity-checked by codex_fetch
             assert entry["version"].startswith(version)
             assert entry["integrity"].startswith("sha512-")
 
@@ -49,11 +49,13 @@ def test_dockerfile_cli_builds_on_the_kit_image_from_the_lock() -> None:
     args = dockerfile_args(cli_image.CLI_DOCKERFILE)
     assert args["KIT_IMAGE"] == LOCAL_TAG
     assert args["PYTHON_BASE_IMAGE"] == dockerfile_args()["PYTHON_BASE_IMAGE"]  # one pin
-    assert "npm ci --ignore-scripts" in text
+    assert "python3 codex_fetch.py /src/codex" in text
     assert "package-lock.json" in text
     ignore = (REPO_ROOT / ".dockerignore").read_text().splitlines()
-    for name in ("package.json", "package-lock.json"):
-        assert f"!docker/band_python_kit/codex/{name}" in ignore  # in the build context
+    for name in ("codex/package.json", "codex/package-lock.json"):
+        assert f"!docker/band_python_kit/{name}" in ignore  # in the build context
+    assert "!bandkit/demo/codex_fetch.py" in ignore
+    assert "apt-get" not in text  # no Debian node or npm in any stage
 
 
 def test_the_cli_build_request_names_dockerfile_cli_and_the_kit_tag() -> None:

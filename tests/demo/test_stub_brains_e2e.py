@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -49,17 +48,10 @@ from tests.demo.support import (
     up,
 )
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.timeout(900),
-    pytest.mark.skipif(
-        shutil.which("npm") is None or shutil.which("node") is None,
-        reason="--brains stub installs the pinned codex CLI with npm (apt-get install nodejs npm)",
-    ),
-]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 WIRE = {"pm": "anthropic.messages", "dev": "openai.responses", "architect": "openai.chat"}
-# Caches (made before any key: packages, the SDK home, the npm-installed codex CLI) and the
+# Caches (made before any key: packages, the SDK home, the fetched codex CLI) and the
 # host's key store (0700, not the sandbox's) are not scanned.
 NOT_SCANNED = {".uv-cache", ".sdk", "keychain", "cli"}
 HOMES = Path("/tmp")

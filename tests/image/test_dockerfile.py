@@ -97,9 +97,10 @@ def test_dockerignore_denies_by_default(repo_root: Path) -> None:
         "docker/band_python_kit/sdk/uv.lock",
         "docker/band_python_kit/entrypoint.sh",
         "docker/band_python_kit/build-ca/",
-        # Dockerfile.cli's codex pin (the kit image itself never copies it)
+        # Dockerfile.cli's codex pin and its fetcher (the kit image itself never copies them)
         "docker/band_python_kit/codex/package.json",
         "docker/band_python_kit/codex/package-lock.json",
+        "bandkit/demo/codex_fetch.py",
     }
     copied = re.findall(r"^COPY (?!--from)(\S+)", dockerfile(), re.MULTILINE)
     for source in copied:
