@@ -80,7 +80,7 @@ def read_pin(lock_dir: Path, cpu: str) -> Pin:
         entry = packages[f"node_modules/{alias}"]
         pin = Pin(entry.get("name", alias), entry["version"], entry["integrity"])
         fits = "linux" in entry.get("os", []) and cpu in entry.get("cpu", [])
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, AttributeError) as exc:
         raise CodexFetchError(
             f"the codex lock in {lock_dir} has no {exc} where expected; {relock}"
         ) from None
@@ -102,8 +102,12 @@ def fetch(lock_dir: Path, dest: Path, *, registry: str = "", cpu: str = "") -> P
     url = pin.url(registry or os.environ.get(REGISTRY_ENV, "").strip() or DEFAULT_REGISTRY)
     if urllib.parse.urlsplit(url).scheme not in ("https", "http"):
         raise CodexFetchError(f"{REGISTRY_ENV} must be an http(s) address, got {url!r}")
-    dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryFile(dir=dest) as archive:
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        archive = tempfile.TemporaryFile(dir=dest)  # noqa: SIM115 (closed by the with below)
+    except OSError as exc:
+        raise CodexFetchError(f"cannot write the codex CLI into {dest}: {exc}") from None
+    with archive:
         digest = hashlib.sha512()
         try:
             # http(s) only: checked above

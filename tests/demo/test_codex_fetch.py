@@ -184,6 +184,9 @@ def test_an_unreachable_registry_names_the_variable_to_set(tmp_path: Path) -> No
         fetch(lock, tmp_path / "out", registry=closed, cpu="x64")
     with pytest.raises(CodexFetchError, match="must be an http"):
         fetch(lock, tmp_path / "out", registry="file:///etc", cpu="x64")
+    (tmp_path / "taken").write_text("a file where the folder goes")
+    with pytest.raises(CodexFetchError, match="cannot write the codex CLI into"):
+        fetch(lock, tmp_path / "taken", registry=closed, cpu="x64")
 
 
 def test_the_repo_lock_names_the_registry_tarball_per_cpu() -> None:
