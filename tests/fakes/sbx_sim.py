@@ -1492,4 +1492,3 @@ def main(argv: list[str]) -> int:
     except Fail as exc:
         err(str(exc))
         return exc.code
-
