@@ -15,6 +15,7 @@ The modules, one concern each:
 - `daemons`: each node's daemon: configuration, start, readiness, and its removal with
   every process and cgroup it left.
 - `swarm`: init, join, the join tokens, what the swarm says of its nodes.
+- `memory`: the nodes' files on a tmpfs when the machine has the memory to spare.
 - `images`: images from the host's daemon into every node.
 - `lifecycle`: `up`, `status`, `restart`, `down` over the manifest that records every piece first.
 """

@@ -82,8 +82,12 @@ class Layout:
     def manifest(self) -> Path:
         return self.home / "manifest.json"
 
+    @property
+    def nodes_dir(self) -> Path:  # every node's directory; a tmpfs when in memory (`memory`)
+        return self.home / "nodes"
+
     def node_dir(self, node: Node) -> Path:
-        return self.home / "nodes" / node.name
+        return self.nodes_dir / node.name
 
     def data_root(self, node: Node) -> Path:
         return self.node_dir(node) / "data"

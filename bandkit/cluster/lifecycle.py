@@ -1,14 +1,15 @@
 """`up`, `status` and `down` of the local cluster, every piece recorded before it is made.
 
 The manifest (`<run_dir>/cluster/manifest.json`, kind `cluster`, each entry's `part` one
-of `owner`, `netns-dir`, `netns`, `veth`, `files`, `daemon`) is written before the piece
-it names exists, so `down` removes exactly what `up` made, in reverse order, whatever
-point a crash or a `kill -9` stopped it at; each removal treats "already gone" as done.
-A `cluster.up` that finds a node's daemon dead starts it again in place (on its data root,
-so the node keeps its swarm identity and the rest of the cluster keeps running); one that
-finds the record of an `up` that did not finish, or a node it cannot start again, removes
-what is recorded first, then builds the cluster again: either command recovers from a
-crash. `restart` stops one node's daemon as a reboot would and starts it again.
+of `owner`, `netns-dir`, `netns`, `memory`, `veth`, `files`, `daemon`) is written before
+the piece it names exists, so `down` removes exactly what `up` made, in reverse order,
+whatever point a crash or a `kill -9` stopped it at; each removal treats "already gone"
+as done. A `cluster.up` that finds a node's daemon dead starts it again in place (on its
+data root, so the node keeps its swarm identity and the rest of the cluster keeps
+running); one that finds the record of an `up` that did not finish, a node it cannot
+start again, or the nodes' tmpfs gone (`memory`: the machine restarted), removes what is
+recorded first, then builds the cluster again: either command recovers from a crash.
+`restart` stops one node's daemon as a reboot would and starts it again.
 
 Nothing here touches the host's own Docker daemon but `docker save` (`images`).
 """
@@ -23,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bandkit.cluster import daemons, images, network, swarm
+from bandkit.cluster import daemons, images, memory, network, swarm
 from bandkit.cluster.errors import ClusterError
 from bandkit.cluster.layout import (
     HUB_NETNS,
@@ -117,7 +118,8 @@ def up(
         if existing is not None:
             owner = manifest.find(Kind.CLUSTER, "owner")
             assert owner is not None
-            complete = owner.details.get("state") == COMPLETE
+            # a restarted machine took the nodes' tmpfs with it: build it all again
+            complete = owner.details.get("state") == COMPLETE and not _memory_lost(manifest, layout)
             same = len(existing.nodes) == count and existing.managers == managers
             states = node_states(existing)
             ready = all(n.ready for n in states)
@@ -132,8 +134,9 @@ def up(
                 progress("cluster.up: already up" if ready else "cluster.up: whole again")
                 return existing
             progress(
-                "cluster.up: the cluster is not whole (an earlier run stopped, or a "
-                "node could not be started again): removing what is recorded first"
+                "cluster.up: the cluster is not whole (an earlier run stopped, a node "
+                "could not be started again, or the machine restarted): removing what is "
+                "recorded first"
             )
             report = _teardown(manifest)
             if not report.clean:
@@ -165,6 +168,11 @@ def _build(manifest: Manifest, cluster: Cluster, progress: Progress) -> None:
         record(Kind.CLUSTER, "netns-dir", part="netns-dir")
     record(Kind.CLUSTER, f"netns/{HUB_NETNS}", part="netns", name=HUB_NETNS)
     network.add_hub()
+    where = memory.plan()
+    if where.in_memory:
+        record(Kind.CLUSTER, "memory", part="memory", size=str(where.size))
+        memory.mount(layout.nodes_dir, where.size)
+    progress(where.line)
     progress(f"cluster.up: starting {len(cluster.nodes)} Docker daemon(s) ...")
     started: list[tuple[Node, int]] = []
     for node in cluster.nodes:
@@ -190,6 +198,13 @@ def _build(manifest: Manifest, cluster: Cluster, progress: Progress) -> None:
         swarm.join(cluster.manager, node, cluster.role(node))
     swarm.rotate_tokens(cluster.manager)
     swarm.wait_ready(cluster.manager, [n.name for n in cluster.nodes])
+
+
+def _memory_lost(manifest: Manifest, layout: Layout) -> bool:
+    """The nodes' files were recorded in memory and that tmpfs is gone (a reboot)."""
+    return manifest.find(Kind.CLUSTER, "memory") is not None and not network.mounted(
+        layout.nodes_dir
+    )
 
 
 def _heal(cluster: Cluster, states: Sequence[NodeState], progress: Progress) -> bool:
@@ -292,6 +307,7 @@ def status(layout: Layout) -> Status:
         cluster = _recorded(manifest)
         owner = manifest.find(Kind.CLUSTER, "owner")
         complete = owner is not None and owner.details.get("state") == COMPLETE
+        complete = complete and not _memory_lost(manifest, layout)
     if cluster is None:
         return Status(None, False, ())
     return Status(cluster, complete, node_states(cluster))
@@ -340,6 +356,8 @@ def _remove(layout: Layout, resource: Resource) -> None:
         # its runtime dir too: `prepare` makes it before the daemon's own entry exists
         if node.run.is_dir() and not node.run.is_symlink():
             shutil.rmtree(node.run)
+    elif part == "memory":
+        memory.unmount(layout.nodes_dir)
     elif part == "veth":
         network.remove_veth(details["name"])
     elif part == "netns":
@@ -354,7 +372,7 @@ def _remove(layout: Layout, resource: Resource) -> None:
             pass
         remove_stale_temps(OWNER_FILE)
         shutil.rmtree(layout.home / "scratch", ignore_errors=True)
-        for empty in (RUN_ROOT, layout.home / "nodes"):
+        for empty in (RUN_ROOT, layout.nodes_dir):
             with contextlib.suppress(OSError):
                 empty.rmdir()
     else:
@@ -382,7 +400,8 @@ def describe(state: Status) -> list[str]:
         )
     if not state.complete:
         lines.append(
-            "cluster.status: the cluster is not whole (a cluster.up did not finish): "
+            "cluster.status: the cluster is not whole (a cluster.up did not finish, or the "
+            "machine restarted): "
             "`uv run invoke cluster.up` builds it again, `cluster.down` removes it"
         )
     lines.append(f"export DOCKER_HOST={state.docker_host}")

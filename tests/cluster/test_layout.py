@@ -16,6 +16,7 @@ from bandkit.cluster import (
     daemons,
     describe,
     lifecycle,
+    memory,
     network,
     status,
     up,
@@ -135,3 +136,55 @@ def test_a_directory_bound_onto_itself_counts_as_mounted(tmp_path: Path) -> None
     assert network.mounted(Path("/run/with space"), table)
     assert not network.mounted(Path("/run"), table)
     assert not network.mounted(Path("/run/netns/x"), table)
+
+
+MEMINFO = "MemTotal:       {total} kB\nMemFree:         1000 kB\nMemAvailable:   {available} kB\n"
+
+
+@pytest.mark.parametrize(
+    ("total_gib", "available_gib", "size_gib"),
+    [(24, 21, 12), (8, 4, 4), (8, 3.9, 0), (2, 1, 0)],
+)
+def test_the_nodes_go_in_memory_only_when_the_machine_has_it_to_spare(
+    tmp_path: Path, total_gib: float, available_gib: float, size_gib: int
+) -> None:
+    table = tmp_path / "meminfo"
+    kib = 1 << 20
+    table.write_text(
+        MEMINFO.format(total=int(total_gib * kib), available=int(available_gib * kib)),
+        encoding="utf-8",
+    )
+    where = memory.plan(table)
+    assert where.size == size_gib << 30
+    assert where.in_memory == (size_gib > 0)
+    assert ("in memory (tmpfs" in where.line) == where.in_memory
+    assert ("on disk" in where.line) != where.in_memory
+
+
+def test_without_a_memory_table_the_nodes_stay_on_disk(tmp_path: Path) -> None:
+    assert not memory.plan(tmp_path / "missing").in_memory
+
+
+def test_a_tmpfs_is_never_mounted_through_a_link(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "nodes").symlink_to(elsewhere)
+    with pytest.raises(ClusterError, match="is a symbolic link"):
+        memory.mount(tmp_path / "nodes", 1 << 30)
+
+
+def test_a_cluster_whose_tmpfs_is_gone_is_not_whole(tmp_path: Path) -> None:
+    """After a reboot the manifest still says `complete`, but the nodes' files went with
+    the tmpfs: `status` must not call that cluster up (`cluster.up` builds it again, and
+    `cluster.restart` refuses), as it does while the tmpfs is mounted."""
+    from bandkit.manifest import Kind, Manifest
+
+    layout = Layout.of(tmp_path)
+    with Manifest.open(layout.manifest, run_id="cluster") as manifest:
+        manifest.record(Kind.CLUSTER, "owner", part="owner", nodes="1", state="complete")
+    assert status(layout).complete
+    with Manifest.open(layout.manifest, run_id="cluster") as manifest:
+        manifest.record(Kind.CLUSTER, "memory", part="memory", size=str(1 << 30))
+    state = status(layout)
+    assert not state.complete
+    assert "or the machine restarted" in "\n".join(describe(state))

@@ -33,6 +33,11 @@ def leftovers(run_dir: Path) -> list[str]:
     )
     found += [f"netns {line.split()[0]}" for line in listed.stdout.splitlines() if "bkc-" in line]
     found += [f"dir {RUN_ROOT}"] if RUN_ROOT.exists() else []
+    found += [  # the nodes' tmpfs (bandkit.cluster.memory), by its source name
+        f"mount {line.split(' ')[4]}"
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if " - tmpfs bandkit-cluster " in line
+    ]
     found += [f"dir {run_dir / 'cluster'}"] if (run_dir / "cluster").exists() else []
     found += [
         f"cgroup {path}"
