@@ -20,6 +20,8 @@ KIT_IMAGE = "band-python-kit:local"
         "image": f"an image of the host's Docker to load into every node (repeatable; "
         f"default {KIT_IMAGE}, the kit image)",
         "no_image": "load no image",
+        "disk": "keep the nodes' files on disk (default: in memory, a tmpfs, when the "
+        "machine has 4 GiB available)",
         "run_dir": RUN_DIR_HELP,
     },
 )
@@ -30,6 +32,7 @@ def cluster_up(
     managers: int = 1,
     image: list[str] | None = None,
     no_image: bool = False,
+    disk: bool = False,
     run_dir: str = "",
 ) -> None:
     """Start a local Docker Swarm of --nodes nodes, each a Docker daemon in a network
@@ -48,6 +51,7 @@ def cluster_up(
         count=nodes,
         managers=managers,
         image_refs=refs,
+        on_disk=disk,
     )
     print(f"export DOCKER_HOST={made.manager.docker_host}")
 

@@ -94,10 +94,12 @@ def up(
     count: int = 3,
     managers: int = 1,
     image_refs: Sequence[str] = (),
+    on_disk: bool = False,
     progress: Progress = print,
 ) -> Cluster:
     """Make (or find) a cluster of `count` nodes, `managers` of them managers, with
-    `image_refs` loaded into every node; idempotent."""
+    `image_refs` loaded into every node, and their files in memory unless `on_disk` (or
+    the machine has too little: `memory.plan`); idempotent."""
     require_root()
     if not 1 <= count <= MAX_NODES:
         raise ClusterError(f"--nodes must be 1 to {MAX_NODES} (got {count})")
@@ -142,7 +144,7 @@ def up(
             if not report.clean:
                 raise ClusterError(_failed(report))
         cluster = Cluster(layout, nodes(count), managers)
-        _build(manifest, cluster, progress)
+        _build(manifest, cluster, memory.plan(on_disk=on_disk), progress)
         _load(cluster, image_refs, progress)
         owner = manifest.find(Kind.CLUSTER, "owner")
         assert owner is not None
@@ -151,7 +153,7 @@ def up(
     return cluster
 
 
-def _build(manifest: Manifest, cluster: Cluster, progress: Progress) -> None:
+def _build(manifest: Manifest, cluster: Cluster, where: memory.Plan, progress: Progress) -> None:
     layout = cluster.layout
     record = manifest.record
     record(
@@ -168,7 +170,6 @@ def _build(manifest: Manifest, cluster: Cluster, progress: Progress) -> None:
         record(Kind.CLUSTER, "netns-dir", part="netns-dir")
     record(Kind.CLUSTER, f"netns/{HUB_NETNS}", part="netns", name=HUB_NETNS)
     network.add_hub()
-    where = memory.plan()
     if where.in_memory:
         record(Kind.CLUSTER, "memory", part="memory", size=str(where.size))
         memory.mount(layout.nodes_dir, where.size)

@@ -10,8 +10,9 @@ either way.
 The mount is the host's, so a node daemon stopped and started again (`cluster.restart`,
 a dead daemon revived by `cluster.up`) finds its data as it left it. A reboot of the
 machine loses it, as it loses the namespaces; `cluster.up` then sees the tmpfs gone and
-builds the cluster again. With less than `MIN_AVAILABLE` of memory available, the nodes
-stay on disk; `cluster.up` says which (`Plan.line`).
+builds the cluster again. With less than `MIN_AVAILABLE` of memory available, or when
+asked (`cluster.up --disk`), the nodes stay on disk; `cluster.up` says which
+(`Plan.line`).
 """
 
 from __future__ import annotations
@@ -53,8 +54,11 @@ def _meminfo(meminfo: Path) -> dict[str, int]:
     return values
 
 
-def plan(meminfo: Path = MEMINFO) -> Plan:
-    """A tmpfs when `MIN_AVAILABLE` is available now; else the disk."""
+def plan(meminfo: Path = MEMINFO, *, on_disk: bool = False) -> Plan:
+    """A tmpfs when `MIN_AVAILABLE` is available now and `on_disk` is not asked; else the
+    disk."""
+    if on_disk:
+        return Plan(0, "cluster.up: the nodes' Docker data on disk (--disk)")
     try:
         values = _meminfo(meminfo)
     except OSError:

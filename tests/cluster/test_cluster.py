@@ -271,8 +271,11 @@ def test_kill_9_of_up_at_any_point_then_one_down_leaves_nothing(run_dir: Path) -
 def test_a_dead_node_daemon_shows_and_up_makes_the_cluster_whole(
     run_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    up = invoke("cluster.up", "--nodes", "3", "--no-image", run_dir=run_dir)
+    # on disk, as on a machine with little memory (the other tests run the default, a tmpfs)
+    up = invoke("cluster.up", "--nodes", "3", "--no-image", "--disk", run_dir=run_dir)
     assert up.returncode == 0, up.stdout + up.stderr
+    assert "the nodes' Docker data on disk (--disk)" in up.stdout, up.stdout
+    assert not [line for line in leftovers(run_dir) if line.startswith("mount ")]
     other = tmp_path_factory.mktemp("other")
     refused = invoke("cluster.up", "--no-image", run_dir=other)
     assert refused.returncode == 1

@@ -161,8 +161,14 @@ def test_the_nodes_go_in_memory_only_when_the_machine_has_it_to_spare(
     assert ("on disk" in where.line) != where.in_memory
 
 
-def test_without_a_memory_table_the_nodes_stay_on_disk(tmp_path: Path) -> None:
+def test_without_a_memory_table_or_when_asked_the_nodes_stay_on_disk(tmp_path: Path) -> None:
     assert not memory.plan(tmp_path / "missing").in_memory
+    table = tmp_path / "meminfo"
+    table.write_text(MEMINFO.format(total=24 << 20, available=21 << 20), encoding="utf-8")
+    assert memory.plan(table).in_memory
+    asked = memory.plan(table, on_disk=True)
+    assert not asked.in_memory
+    assert "on disk (--disk)" in asked.line
 
 
 def test_a_tmpfs_is_never_mounted_through_a_link(tmp_path: Path) -> None:
