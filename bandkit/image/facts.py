@@ -25,6 +25,7 @@ LEGACY_KIT_NAME = "sbx-below-0.42.1"
 LEGACY_KIT_DIR = KIT_DIR / LEGACY_KIT_NAME
 SPEC_LEGACY = LEGACY_KIT_DIR / "spec.yaml"
 SDK_PROJECT = KIT_DIR / "sdk"
+STARTER_DIR = KIT_DIR / "echo-agent"  # the starter agent the kit ships
 BUILD_CA_DIR = KIT_DIR / "build-ca"
 
 IMAGE_NAME = "band-python-kit"

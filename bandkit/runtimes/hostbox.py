@@ -4,7 +4,8 @@ Shared by the `local` runtime and the sbx simulator. Layout of a box root:
 
     band.yaml        the workspace's band.yaml with runtime paths moved into this box
     venv/ state/ logs/ cache/   the launcher's runtime paths, owned by the box's uid
-                     (cache/ is the box's own uv cache: no other box reads or writes it)
+                     (cache/ is the box's own uv cache: no other box reads or writes it;
+                     as root it starts as a copy of the SDK home's seed, `seed_cache`)
     workspace/       (only when the box uid cannot reach the workspace) the staged copy
                      the agent sees instead, root's and read-only (`boxworkspace`)
     startup.log      the agent's stdout/stderr (what `/var/log/sbx-kit-startup.log` is in a VM)
@@ -35,7 +36,7 @@ from pathlib import Path
 import yaml
 from filelock import FileLock
 
-from bandkit import processes
+from bandkit import processes, tools
 from bandkit.errors import BandkitError
 from bandkit.fsio import UnsafePathError, read_regular, write_atomic
 from bandkit.runtimes import boxuids, boxworkspace
@@ -50,6 +51,7 @@ from bandkit.runtimes.boxnet import (
 
 SDK_ENV = "BANDKIT_AGENT_SDK"  # a prebuilt SDK home to share (tests); else built per run dir
 SDK_BUILD_TIMEOUT_S = 900.0
+SEED_COPY_TIMEOUT_S = 120.0
 RUNTIME_DIR_MODE = 0o700  # the box's alone: uv makes some files (its cache's .lock) 0666
 RUNTIME_DIRS = {
     "environmentPath": "venv",
@@ -107,8 +109,9 @@ def sdk_home_dir(root: Path) -> Path:
 
 
 def ensure_sdk_home(path: Path) -> dict[str, str]:
-    """Build (once, under a lock) a world-readable SDK home like the image's /opt/band."""
-    from bandkit.runtimes.sdk_home import SdkHome, SdkHomeError, build_sdk_home
+    """Build (once, under a lock) a world-readable SDK home like the image's /opt/band,
+    and the uv cache seed every box's cache starts from (`sdk_home.ensure_seed`)."""
+    from bandkit.runtimes.sdk_home import SdkHome, SdkHomeError, build_sdk_home, ensure_seed
 
     done = path / ".complete"
     if not done.exists():
@@ -118,7 +121,7 @@ def ensure_sdk_home(path: Path) -> dict[str, str]:
                 if path.exists():
                     shutil.rmtree(path)
                 try:
-                    build_sdk_home(path, with_band_sdk=False)
+                    ensure_seed(build_sdk_home(path, with_band_sdk=False))
                 except SdkHomeError as exc:
                     raise BoxError(f"cannot build the agent SDK home in {path}: {exc}") from None
                 done.write_text("ok\n", encoding="utf-8")
@@ -159,16 +162,18 @@ def setpriv_argv(uid: int) -> list[str]:
 
 
 def _prepare_root(root: Path, workspace: Path, uid: int, cache: Path | None = None) -> Path:
-    """Create the box dirs (runtime dirs owned by `uid`; the uv cache at `cache`, handed
-    over to `uid`, when it lives outside the box) and the box's band.yaml."""
+    """Create the box dirs (runtime dirs owned by `uid`; the uv cache, in the box or at
+    `cache` when it lives outside, seeded when new and handed over to `uid`) and the
+    box's band.yaml."""
     root.mkdir(mode=0o755, parents=True, exist_ok=True)
     os.chmod(root, 0o755)  # noqa: S103 - the box uid must traverse it
     paths = {key: root / name for key, name in RUNTIME_DIRS.items()}
     if cache is not None:
-        hand_over(cache, uid)
         paths["cachePath"] = cache
+    seed_cache(paths["cachePath"], sdk_home_dir(root))
+    hand_over(paths["cachePath"], uid)
     for key, path in paths.items():
-        if key == "cachePath" and cache is not None:
+        if key == "cachePath":
             continue
         if os.geteuid() == 0 and (path.is_symlink() or _owner(path) not in (None, uid)):
             # Left by another uid (a box of an older version, say): never chown what it
@@ -201,6 +206,32 @@ def _prepare_root(root: Path, workspace: Path, uid: int, cache: Path | None = No
     if as_root:
         os.chown(config, 0, uid, follow_symlinks=False)
     return config
+
+
+def seed_cache(cache: Path, sdk_home: Path) -> None:
+    """As root, a uv cache that does not exist yet starts as root's copy of the seed the
+    SDK home recorded (`sdk_home.ensure_seed`: files root made, links uv made; modes and
+    times kept, so the compiled files stay valid), which `hand_over` then gives to the
+    box's uid. The copy is made beside it and renamed into place, so a kill mid-copy never
+    leaves a cache with half a package in it. Without a seed (an SDK home from before
+    seeds, or not root) the cache starts empty."""
+    from bandkit.runtimes.sdk_home import recorded_seed
+
+    if os.geteuid() != 0 or os.path.lexists(cache):
+        return
+    seed = recorded_seed(sdk_home)
+    if seed is None:
+        return
+    partial = cache.with_name(f".{cache.name}.seeding")
+    if os.path.lexists(partial):
+        _discard(partial)
+    tools.run(
+        ["cp", "-a", "--", str(seed), str(partial)],
+        what="seeding a box's uv cache",
+        timeout=SEED_COPY_TIMEOUT_S,
+        error=BoxError,
+    )
+    partial.rename(cache)
 
 
 def hand_over(cache: Path, uid: int) -> None:

@@ -10,9 +10,10 @@ Layout under `run_dir`:
     sandboxes/<name>/sandbox.json   workspaces, plain env and the box uid (no secret values)
     boxes/<name>/                   the hostbox root (runtime dirs, startup.log); boxes
                                     share boxes/.sdk (as root, read-only to them)
-    boxes/.uv-cache/<name>/         the box's own uv cache (0700, its uid's): kept for the
-                                    next box of that name, root's in between (parked), so
-                                    no other box (nor the next holder of the uid) reads it
+    boxes/.uv-cache/<name>/         the box's own uv cache (0700, its uid's): a copy of the
+                                    SDK home's seed when new, kept for the next box of that
+                                    name, root's in between (parked), so no other box (nor
+                                    the next holder of the uid) reads it
     keychain/<name>.json            0600: the sandbox-scoped secrets (`keychain`, the only
                                     place a value is stored); the credential proxy uses them
 

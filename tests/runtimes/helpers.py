@@ -171,11 +171,10 @@ def agent_sdk_env() -> Iterator[None]:
     if os.geteuid() != 0 or os.environ.get("BANDKIT_AGENT_SDK"):
         yield
         return
-    from bandkit.runtimes.sdk_home import build_sdk_home
+    from bandkit.runtimes.hostbox import ensure_sdk_home
 
     root = scratch_dir("bandkit-agent-sdk-")
-    build_sdk_home(root / "sdk", with_band_sdk=False)
-    (root / "sdk" / ".complete").write_text("ok\n")
+    ensure_sdk_home(root / "sdk")
     os.environ["BANDKIT_AGENT_SDK"] = str(root / "sdk")
     try:
         yield

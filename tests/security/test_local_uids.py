@@ -1,8 +1,10 @@
 """The local runtime, as root, gives every box its own identity: box B cannot read box A's
 `/proc/<pid>/environ` (and with it A's proxy token), an agent that drops its environment
 tag (`setsid env -i sleep 600`) is still ended by the teardown, box B cannot write into
-the uv cache box A's `uv sync` reads, and a workspace under a directory the box uid
-cannot traverse (a 0700 parent: `/root`, any `mktemp -d`) still connects.
+the uv cache box A's `uv sync` reads, a box's cache is its own copy of the SDK home's
+seed (it syncs the starter offline, and what it writes there never reaches the seed), and
+a workspace under a directory the box uid cannot traverse (a 0700 parent: `/root`, any
+`mktemp -d`) still connects.
 
 Each test drives the real runtime (`LocalRuntime`, the real launcher, real processes);
 the agents are an idle program (no dependencies: `uv sync` has nothing to fetch) whose
@@ -28,6 +30,7 @@ from bandkit.manifest import Manifest, teardown
 from bandkit.runtimes import boxnet, hostbox
 from bandkit.runtimes.base import SandboxSpec, SandboxStatus, Secret
 from bandkit.runtimes.local import LocalRuntime
+from bandkit.runtimes.sdk_home import recorded_seed
 from tests.runtimes.helpers import Platform, echo_workspace, emulator
 from tests.support.wait import wait_for
 
@@ -41,6 +44,7 @@ pytestmark = [
 
 CANARY = "canary-local-uids-7e1d3c9a5b"  # the agent key the boxes' proxies hold
 PLATFORM = {"BAND_REST_URL": "http://127.0.0.1:9", "BAND_WS_URL": "ws://127.0.0.1:9/ws"}
+ENDPOINTS = {"rest_url": PLATFORM["BAND_REST_URL"], "ws_url": PLATFORM["BAND_WS_URL"]}
 IDLE_MAIN = """\
 import os, subprocess, sys, time
 if os.environ.get("ESCAPE") == "1":
@@ -85,13 +89,7 @@ def private_parent() -> Iterator[Path]:
 
 def idle_workspace(parent: Path, name: str) -> Path:
     """The echo starter's band.yaml with an idle program and an empty lock."""
-    ws = echo_workspace(
-        parent,
-        agent_id=f"agent-{name}",
-        rest_url=PLATFORM["BAND_REST_URL"],
-        ws_url=PLATFORM["BAND_WS_URL"],
-        name=f"ws-{name}",
-    )
+    ws = echo_workspace(parent, agent_id=f"agent-{name}", **ENDPOINTS, name=f"ws-{name}")
     (ws / "main.py").write_text(IDLE_MAIN)
     (ws / "pyproject.toml").write_text(PYPROJECT)
     (ws / "uv.lock").write_text(UV_LOCK)
@@ -245,6 +243,43 @@ def test_box_b_cannot_write_into_the_cache_box_a_syncs_from(private_parent: Path
     finally:
         rt.remove("cache-a")
         rt.remove("cache-b")
+
+
+def test_a_new_box_syncs_from_its_copy_of_the_seed_and_cannot_change_the_seed(
+    private_parent: Path,
+) -> None:
+    """The starter's lock syncs with uv offline (so only from the seed), band-sdk imports
+    from the files compiled into the seed (none is compiled again), and what the box
+    writes into its cache stays in its own copy."""
+    parent = private_parent
+    parent.chmod(0o755)
+    seed = recorded_seed(Path(os.environ[hostbox.SDK_ENV]))
+    assert seed is not None, "the SDK home recorded no seed"
+    seeded = tree_digest(seed)
+    ws = echo_workspace(parent, agent_id="agent-seeded", **ENDPOINTS, name="ws-seeded")
+    (ws / "main.py").write_text(IDLE_MAIN)  # the starter's lock, a program that stops at once
+    rt = LocalRuntime(parent / "run")
+    try:
+        rt.create(spec("seeded", ws, UV_OFFLINE="1"))
+        uid = uid_of(agent_pid(rt, "seeded"))  # its sync, offline, has run
+        config = yaml.safe_load((rt._box("seeded") / "band.yaml").read_text())
+        cache = Path(config["runtime"]["cachePath"])
+        venv = Path(config["runtime"]["environmentPath"])
+        python = venv / "bin" / "python"
+        assert rt.exec("seeded", [str(python), "-c", "import band"]).returncode == 0
+        compiled = list(venv.glob("lib/python3*/site-packages/band/**/*.pyc"))
+        assert compiled, "band-sdk was installed with no compiled files"
+        assert all(p.stat().st_nlink > 1 for p in compiled), "compiled again in the box"
+        assert {p.lstat().st_uid for p in (cache, *cache.rglob("*"))} == {uid}
+
+        each = 'for f; do echo poison >> "$f"; done'
+        poison = f"find {cache} -type f -name '*.py' -exec sh -c '{each}' _ {{}} +"
+        rt.exec("seeded", ["sh", "-c", poison])
+
+        assert tree_digest(cache) != seeded  # the box did write into its own copy
+        assert tree_digest(seed) == seeded
+    finally:
+        rt.remove("seeded")
 
 
 @pytest.fixture(scope="module")
