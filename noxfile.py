@@ -26,7 +26,9 @@ from bandkit.dockercli import docker_answers
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["tests", "e2e", "lint", "typecheck", "docker_tests", "cluster_tests"]
+# The cluster lane before the docker lane: it needs only the amd64 base, so the arm64 one
+# (qemu, minutes) that `.ci/run` makes in the background has until the docker lane to end.
+nox.options.sessions = ["tests", "e2e", "lint", "typecheck", "cluster_tests", "docker_tests"]
 
 ROOT = Path(__file__).parent
 # Every uv project with its own lock besides the root one (`uv lock --check` in lint).
