@@ -206,10 +206,12 @@ def _make_python(base: Base, progress: Progress) -> None:
 
 
 def _debootstrap(argv: list[str], arch: str) -> None:
-    """Run debootstrap in a session of its own: at the deadline the whole session is killed
-    (the emulated dpkg and scripts in its chroot too, not debootstrap alone)."""
+    """Run debootstrap in a process group of its own: at the deadline the whole group is
+    killed (the emulated dpkg and scripts in its chroot too, not debootstrap alone). Not a
+    session of its own: it stays in its caller's scheduling group, so a caller started at
+    a low priority (`.ci/run`) keeps it there."""
     with subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, process_group=0
     ) as proc:
         try:
             out, _ = proc.communicate(timeout=DEBOOTSTRAP_TIMEOUT_S)
