@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from bandkit.bench import docker_ok, sized
+from bandkit.image.facts import STARTER_DIR
 
 ROUNDS: Final = 3
 TARGET_RX_BYTES: Final = 1_000_000
@@ -46,11 +47,10 @@ def run() -> list[str]:
 
     if not docker_ok() or not image_exists(LOCAL_TAG):
         return [f"agent_image: skipped (needs a Docker daemon and {LOCAL_TAG})"]
-    starter = Path(__file__).resolve().parents[2] / "docker" / "band_python_kit" / "echo-agent"
     scratch = Path(tempfile.mkdtemp(prefix="bench-agent-image-"))
     scratch.chmod(0o755)
     workspace = scratch / "echo"
-    shutil.copytree(starter, workspace, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    shutil.copytree(STARTER_DIR, workspace, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
     tag = ""
     try:
         built = agent.build(workspace, progress=lambda _line: None)

@@ -32,9 +32,9 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from bandkit import processes
 from bandkit.bench import sized
+from bandkit.image.facts import STARTER_DIR
 
 REPO = Path(__file__).resolve().parents[2]
-ECHO_SRC = REPO / "docker" / "band_python_kit" / "echo-agent"
 SWARM = Path(__file__).with_name("emulator_swarm.py")
 SEQUENTIAL = 200
 WARMUP = 5
@@ -146,7 +146,7 @@ def _sync_echo_workspace(tmp: Path) -> Path:
     workspace = tmp / "echo-agent"
     workspace.mkdir()
     for name in ("main.py", "pyproject.toml", "uv.lock"):
-        shutil.copy2(ECHO_SRC / name, workspace / name)
+        shutil.copy2(STARTER_DIR / name, workspace / name)
     uv = shutil.which("uv") or "uv"
     # Not the caller's venv: nox exports UV_PROJECT_ENVIRONMENT for its own session.
     env = {

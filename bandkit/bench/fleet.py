@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Final
 
 from bandkit.bench import sized
+from bandkit.image.facts import STARTER_DIR
 
 AGENTS: Final = 100
 ROUNDS: Final = 3
@@ -25,11 +26,10 @@ TARGET_RENDER_S: Final = 2.0
 def run() -> list[str]:
     from bandkit.fleet import load, render
 
-    starter = Path(__file__).resolve().parents[2] / "docker" / "band_python_kit" / "echo-agent"
     count = sized(AGENTS, 10)
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as raw:
         root = Path(raw)
-        shutil.copytree(starter, root / "ws", ignore=shutil.ignore_patterns(".venv"))
+        shutil.copytree(STARTER_DIR, root / "ws", ignore=shutil.ignore_patterns(".venv"))
         agents = "".join(
             f"  - name: echo-{i}\n    description: echo agent {i} of the bench fleet\n"
             "    workspace: ws\n"

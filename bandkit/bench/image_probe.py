@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bandkit.bench import sized
 from bandkit.dockercli import docker, image_size
-from bandkit.image.facts import KIT_DIR
+from bandkit.image.facts import STARTER_DIR
 
 REPEATS = 5
 HOST_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -176,7 +176,7 @@ def first_line(tag: str, launcher_module: str) -> tuple[float, float]:
 def _stage_workspace(folder: Path) -> None:
     """The echo-agent starter without its custody block (no sandbox proxy here)."""
     folder.chmod(0o755)
-    source = KIT_DIR / "echo-agent"
+    source = STARTER_DIR
     for name in ("main.py", "pyproject.toml", "uv.lock"):
         shutil.copy2(source / name, folder / name)
     band_yaml = (source / "band.yaml").read_text(encoding="utf-8")

@@ -35,6 +35,7 @@ from pathlib import Path
 import yaml
 
 from bandkit.bench import sized
+from bandkit.image.facts import STARTER_DIR
 from bandkit.runtimes.sdk_home import SdkHome, build_sdk_home
 
 AGENT_UID = 1000
@@ -42,7 +43,6 @@ REPETITIONS = int(os.environ.get("BENCH_LAUNCHER_REPS", "9"))
 BYTECODE = os.environ.get("BENCH_LAUNCHER_BYTECODE", "1") != "0"
 TIMEOUT_S = 600.0
 TARGET_RATIO = 0.3
-STARTER = Path(__file__).resolve().parents[2] / "docker" / "band_python_kit" / "echo-agent"
 TRIVIAL_MAIN = 'print("agent first line", flush=True)\n'
 TRIVIAL_PYPROJECT = """\
 [project]
@@ -76,7 +76,9 @@ def _workspace(root: Path, name: str, sdk: SdkHome, *, starter: bool) -> Path:
     workspace = root / name / "ws"
     home = root / name / "home"
     if starter:
-        shutil.copytree(STARTER, workspace, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+        shutil.copytree(
+            STARTER_DIR, workspace, ignore=shutil.ignore_patterns(".venv", "__pycache__")
+        )
         config = yaml.safe_load((workspace / "band.yaml").read_text())
         config["agent"]["id"] = "bench-echo"
     else:

@@ -32,7 +32,7 @@ from pathlib import Path
 from bandkit.bench import docker_ok, quick, sized
 from bandkit.image import bases as image_bases
 from bandkit.image import registry as image_registry
-from bandkit.image.facts import REPO_ROOT, host_arch
+from bandkit.image.facts import REPO_ROOT, STARTER_DIR, host_arch
 from bandkit.kit import build_push as shortcuts
 
 SKIP = (
@@ -45,7 +45,6 @@ TIMEOUT_S = 1800.0
 CONNECTED = re.compile(r"connected in (?P<seconds>\d+\.\d)s")
 ANSWERED = re.compile(r"answered in (?P<ms>\d+) ms")
 TARGET_CONNECT_S = {"local": 3.0, "docker": 5.0}
-ECHO_AGENT = REPO_ROOT / "docker" / "band_python_kit" / "echo-agent"
 
 
 def run() -> list[str]:
@@ -108,7 +107,7 @@ def _first_agent(runtime: str) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="bandkit-bench-first-agent-") as tmp:
         Path(tmp).chmod(0o755)  # the agent uid reads the workspace in place
         run_dir, workspace = Path(tmp) / "run", Path(tmp) / "my-agent"
-        shutil.copytree(ECHO_AGENT, workspace)
+        shutil.copytree(STARTER_DIR, workspace)
         name = f"bench-{runtime}"
         _invoke(["platform.up"], run_dir)
         try:

@@ -44,11 +44,11 @@ from pathlib import Path
 from bandkit import daemons, processes
 from bandkit.bench import quick, sized
 from bandkit.emulator import service
+from bandkit.image.facts import STARTER_DIR
 from bandkit.kit import commands, resume
 from bandkit.kit.resume import RECONNECT_GRACE_S
 from bandkit.runtimes.local import LocalRuntime
 
-STARTER = Path(__file__).resolve().parents[2] / "docker" / "band_python_kit" / "echo-agent"
 ROUNDS = 3
 BACK_TO_BACK = 2  # full mode: crashes each right after the agent answered
 SIZES = (1, 10)
@@ -82,7 +82,7 @@ class _Run:
 
     def provision(self, name: str) -> None:
         ws = self.root / name
-        shutil.copytree(STARTER, ws, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+        shutil.copytree(STARTER_DIR, ws, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
         for path in (ws, *ws.rglob("*")):
             path.chmod(0o755 if path.is_dir() else 0o644)
         commands.main(

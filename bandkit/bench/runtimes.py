@@ -24,12 +24,12 @@ from ruamel.yaml import YAML
 
 from bandkit.bench import sized
 from bandkit.emulator import service as platformctl
+from bandkit.image.facts import STARTER_DIR
 from bandkit.manifest import Kind, Manifest, teardown
 from bandkit.runtimes import boxnet, hostbox
 from bandkit.runtimes.base import SandboxSpec, Secret
 from bandkit.runtimes.local import LocalRuntime
 
-STARTER = Path(__file__).resolve().parents[2] / "docker" / "band_python_kit" / "echo-agent"
 REPLY_TIMEOUT_S = 180.0
 
 
@@ -95,7 +95,7 @@ def bench_local_runtime(
     root: Path, platform: _Platform, agent_key: str, agent_id: str
 ) -> list[str]:
     ws = root / "ws"
-    shutil.copytree(STARTER, ws, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    shutil.copytree(STARTER_DIR, ws, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
     yaml = YAML()
     config = yaml.load((ws / "band.yaml").read_text())
     config["agent"]["id"] = agent_id
@@ -195,7 +195,7 @@ def bench_provision(root: Path, platform: _Platform) -> list[str]:
     from bandkit.kit.provision import ProvisionRequest, provision
 
     ws = root / "pws"
-    shutil.copytree(STARTER, ws, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    shutil.copytree(STARTER_DIR, ws, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
     request = ProvisionRequest(
         name="bench-prov",
         description="benchmark agent for provisioning",

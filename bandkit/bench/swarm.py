@@ -49,12 +49,12 @@ from typing import TYPE_CHECKING, Final
 
 from bandkit.bench import docker_ok, sized
 from bandkit.cluster.layout import Node
+from bandkit.image.facts import STARTER_DIR
 
 if TYPE_CHECKING:
     from bandkit.cluster import Cluster
 
 REPO: Final = Path(__file__).resolve().parents[2]
-STARTER: Final = REPO / "docker" / "band_python_kit" / "echo-agent"
 AGENTS: Final = 30
 PARALLEL_UP: Final = 10
 PARALLEL_ROLLOUT: Final = 5
@@ -167,7 +167,7 @@ class _Run:
 
 
 def _fleet_file(root: Path, count: int) -> Path:
-    shutil.copytree(STARTER, root / "ws", ignore=shutil.ignore_patterns(".venv"))
+    shutil.copytree(STARTER_DIR, root / "ws", ignore=shutil.ignore_patterns(".venv"))
     agents = "".join(
         f"  - name: echo-{i}\n    description: echo agent {i} of the swarm bench\n"
         "    workspace: ws\n"

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from bandkit.demo.staging import AGENTS_DIR, MAIN_SOURCE, PROGRAM_FILES, WORKSPACE_FILES
+from bandkit.image.facts import STARTER_DIR
 from bandkit.kit.band_yaml import read_agent_id, validate_band_yaml
 from examples.docker_demo.cast import CAST, READY_LINE, Role
 from launcher.constants import PLACEHOLDER_AGENT_ID
 
 REPO = Path(__file__).resolve().parents[2]
-ECHO = REPO / "docker" / "band_python_kit" / "echo-agent"
 ROLES = [role.value for role in Role]
 
 
@@ -52,11 +52,11 @@ def test_band_yaml_is_proxy_managed_and_launcher_valid(role: str) -> None:
 @pytest.mark.parametrize("role", ROLES)
 def test_band_sdk_is_pinned_like_the_echo_agent(role: str) -> None:
     ours = tomllib.loads((AGENTS_DIR / role / "pyproject.toml").read_text())
-    echo = tomllib.loads((ECHO / "pyproject.toml").read_text())
+    echo = tomllib.loads((STARTER_DIR / "pyproject.toml").read_text())
     assert ours["project"]["dependencies"] == echo["project"]["dependencies"]
     assert ours["project"]["name"] == f"band-demo-{role}"
     assert locked_version(AGENTS_DIR / role / "uv.lock", "band-sdk") == locked_version(
-        ECHO / "uv.lock", "band-sdk"
+        STARTER_DIR / "uv.lock", "band-sdk"
     )
 
 

@@ -21,9 +21,9 @@ import pytest
 import pytest_asyncio
 
 from bandkit.emulator.server import Emulator, EmulatorConfig
+from bandkit.image.facts import STARTER_DIR
 from launcher.constants import INSECURE_ENDPOINTS_ENV, PROXY_MANAGED
 from tests.emulator.support import (
-    ECHO_SRC,
     USER_KEY,
     Observer,
     add,
@@ -47,8 +47,8 @@ def workspace() -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix="bandkit-echo-ws-"))
     folder.chmod(0o755)
     for name in ("main.py", "pyproject.toml", "uv.lock"):
-        shutil.copy2(ECHO_SRC / name, folder / name)
-    band_yaml = (ECHO_SRC / "band.yaml").read_text()
+        shutil.copy2(STARTER_DIR / name, folder / name)
+    band_yaml = (STARTER_DIR / "band.yaml").read_text()
     without_custody = re.sub(r"^credentials:\n(?:  .*\n)+", "", band_yaml, flags=re.MULTILINE)
     assert without_custody != band_yaml
     (folder / "band.yaml").write_text(without_custody)
@@ -70,7 +70,7 @@ def test_starter_passes_the_launcher_check_through_the_entrypoint(kit_image: str
             "BAND_AGENT_ID": "agent-123",
             "BAND_API_KEY": PROXY_MANAGED,
         },
-        docker_args=["--volume", f"{ECHO_SRC}:/workspace:ro"],
+        docker_args=["--volume", f"{STARTER_DIR}:/workspace:ro"],
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("launcher check: every phase up to sync passed")

@@ -16,7 +16,8 @@ import pytest_asyncio
 from band.client.rest import AsyncRestClient
 
 from bandkit.emulator.server import Emulator, EmulatorConfig
-from tests.emulator.support import ECHO_SRC, USER_KEY, AgentProcess, Registered, human_client
+from bandkit.image.facts import STARTER_DIR
+from tests.emulator.support import USER_KEY, AgentProcess, Registered, human_client
 
 StartEmulator = Callable[..., Any]
 UV_ENV_OVERRIDES = ("UV_PROJECT_ENVIRONMENT", "VIRTUAL_ENV")
@@ -56,7 +57,7 @@ def echo_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert uv, "uv is required to sync the echo agent's locked environment"
     workspace = tmp_path_factory.mktemp("echo-agent")
     for name in ("main.py", "pyproject.toml", "uv.lock"):
-        shutil.copy2(ECHO_SRC / name, workspace / name)
+        shutil.copy2(STARTER_DIR / name, workspace / name)
     # Not the caller's venv: nox exports UV_PROJECT_ENVIRONMENT for its own session.
     env = {k: v for k, v in os.environ.items() if k not in UV_ENV_OVERRIDES}
     result = subprocess.run(

@@ -32,7 +32,6 @@ from websockets.asyncio.client import ClientConnection, connect
 from bandkit.emulator.server import Emulator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ECHO_SRC = REPO_ROOT / "docker" / "band_python_kit" / "echo-agent"
 # Canary secrets: tests grep every output for them.
 USER_KEY = "canary-user-key-9d41f0"
 # A well-formed id that names nothing: route paths, and lookups that must miss.

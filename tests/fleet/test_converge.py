@@ -13,11 +13,11 @@ import pytest
 from bandkit.fleet import FleetError, converge, load
 from bandkit.fleet.converge import Action, Applied, Have, Target, Wanted, plan
 from bandkit.image.agent import source_digest
+from bandkit.image.facts import STARTER_DIR
 from bandkit.kit.band_yaml import read_agent_id
 from bandkit.manifest import Kind, Manifest, Resource
 from bandkit.runtimes.base import Limits, SandboxStatus
 from launcher.constants import PLACEHOLDER_AGENT_ID
-from tests.runtimes.helpers import STARTER
 
 RUNNING, STOPPED = SandboxStatus.RUNNING, SandboxStatus.STOPPED
 
@@ -106,12 +106,12 @@ def test_a_fresh_copy_never_follows_a_link_the_sandbox_planted(tmp_path: Path) -
     outside.mkdir()
     (outside / "precious").write_text("keep me")
     copy = tmp_path / "run" / "fleet" / "workspaces" / "one"
-    converge.fresh_copy(STARTER, copy, "")
+    converge.fresh_copy(STARTER_DIR, copy, "")
     assert read_agent_id(copy) == PLACEHOLDER_AGENT_ID
     (copy / "planted").symlink_to(outside)
     (copy / "band.yaml").unlink()
     (copy / "band.yaml").symlink_to(outside / "precious")
-    converge.fresh_copy(STARTER, copy, "11111111-2222-3333-4444-555555555555")
+    converge.fresh_copy(STARTER_DIR, copy, "11111111-2222-3333-4444-555555555555")
     assert (outside / "precious").read_text() == "keep me"
     assert sorted(os.listdir(outside)) == ["precious"]
     assert not (copy / "planted").exists()
@@ -129,7 +129,7 @@ def _fleet_file(tmp_path: Path, name: str = "fleet.yaml") -> Path:
     path.write_text(
         "version: 1\nagents:\n"
         "  - name: one\n    description: an agent of the test fleet\n"
-        f"    workspace: {STARTER}\n"
+        f"    workspace: {STARTER_DIR}\n"
     )
     return path
 
@@ -208,7 +208,7 @@ def test_an_image_only_agent_is_refused_with_what_to_do(
 def _members(run_dir: Path, names: list[str]) -> None:
     with Manifest.open(converge.state_path(run_dir)) as state:
         for name in names:
-            want = _want(name, workspace=STARTER, image="kit:1")
+            want = _want(name, workspace=STARTER_DIR, image="kit:1")
             state.record(Kind.MEMBER, name, **want.details(Path("/f.yaml")), done="yes", runs="a")
 
 

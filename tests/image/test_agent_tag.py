@@ -12,13 +12,14 @@ import pytest
 
 from bandkit.dockercli import ImageError
 from bandkit.image import agent
-from tests.runtimes.helpers import REPO, STARTER
+from bandkit.image.facts import STARTER_DIR
+from tests.runtimes.helpers import REPO
 
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     target = tmp_path / "My Agent"
-    shutil.copytree(STARTER, target, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    shutil.copytree(STARTER_DIR, target, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
     return target
 
 

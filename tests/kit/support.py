@@ -17,8 +17,8 @@ import httpx
 
 from bandkit import daemons
 from bandkit.emulator import service
+from bandkit.image.facts import STARTER_DIR
 from tests import commands
-from tests.runtimes.helpers import STARTER
 from tests.support.wait import wait_for
 
 
@@ -40,7 +40,7 @@ class Home:
 
     def workspace(self, name: str) -> Path:
         ws = self.root / name
-        shutil.copytree(STARTER, ws, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+        shutil.copytree(STARTER_DIR, ws, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
         for path in (ws, *ws.rglob("*")):
             path.chmod(0o755 if path.is_dir() else 0o644)
         return ws

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bandkit.image.facts import STARTER_DIR
 from bandkit.kit.band_yaml import read_agent_id, write_agent_id
 from bandkit.kit.provision import Decision, ProvisionError, ProvisionRequest, decide, provision
 from bandkit.manifest import Kind, Manifest
@@ -15,7 +16,7 @@ from bandkit.runtimes.base import Runtime
 from bandkit.runtimes.local import LocalRuntime
 from tests.fakes.simharness import Sim
 from tests.kit.conftest import make_runtime, request_for
-from tests.runtimes.helpers import STARTER, Platform, echo_workspace
+from tests.runtimes.helpers import Platform, echo_workspace
 
 
 def workspace(platform: Platform, parent: Path, name: str = "ws") -> Path:
@@ -55,7 +56,7 @@ def test_decision_table(local: bool, secret: bool, expected: Decision) -> None:
 def test_write_agent_id_keeps_comments_and_layout(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    original = (STARTER / "band.yaml").read_text()
+    original = (STARTER_DIR / "band.yaml").read_text()
     (ws / "band.yaml").write_text(original)
     write_agent_id(ws, "3f0c2a9e-0000-4000-8000-000000000001")
     after = (ws / "band.yaml").read_text()
@@ -73,7 +74,7 @@ def test_write_agent_id_revalidates_with_the_launcher_schema(tmp_path: Path) -> 
 
     ws = tmp_path / "ws"
     ws.mkdir()
-    (ws / "band.yaml").write_text((STARTER / "band.yaml").read_text() + "typo: 1\n")
+    (ws / "band.yaml").write_text((STARTER_DIR / "band.yaml").read_text() + "typo: 1\n")
     with pytest.raises(BandYamlError, match="no longer validates"):
         write_agent_id(ws, "some-id")
 

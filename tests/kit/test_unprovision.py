@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from bandkit.image.facts import STARTER_DIR
 from bandkit.kit import commands as provision_run
 from bandkit.kit.band_yaml import read_agent_id, reset_agent_id, write_agent_id
 from bandkit.manifest import Kind, Manifest
 from launcher.constants import PLACEHOLDER_AGENT_ID
 from tests.kit.conftest import request_for, sim_context
-from tests.runtimes.helpers import STARTER, Platform, echo_workspace, make_kit
+from tests.runtimes.helpers import Platform, echo_workspace, make_kit
 
 
 def ids_named(platform: Platform, name: str) -> list[str]:
@@ -27,7 +28,7 @@ def ids_named(platform: Platform, name: str) -> list[str]:
 def test_reset_restores_the_starter_byte_for_byte(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    original = (STARTER / "band.yaml").read_text()
+    original = (STARTER_DIR / "band.yaml").read_text()
     (ws / "band.yaml").write_text(original)
     write_agent_id(ws, "3f0c2a9e-0000-4000-8000-000000000001")
     assert reset_agent_id(ws / "band.yaml", "3f0c2a9e-0000-4000-8000-000000000001")
@@ -38,7 +39,7 @@ def test_reset_restores_the_starter_byte_for_byte(tmp_path: Path) -> None:
 def test_reset_leaves_someone_elses_id_and_a_missing_file_alone(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    (ws / "band.yaml").write_text((STARTER / "band.yaml").read_text())
+    (ws / "band.yaml").write_text((STARTER_DIR / "band.yaml").read_text())
     write_agent_id(ws, "the-id-a-person-put-there")
     before = (ws / "band.yaml").read_text()
     assert not reset_agent_id(ws / "band.yaml", "the-id-provisioning-wrote")
@@ -51,7 +52,7 @@ def test_an_edit_that_would_not_validate_leaves_the_file_untouched(tmp_path: Pat
 
     ws = tmp_path / "ws"
     ws.mkdir()
-    broken = (STARTER / "band.yaml").read_text() + "typo: 1\n"
+    broken = (STARTER_DIR / "band.yaml").read_text() + "typo: 1\n"
     (ws / "band.yaml").write_text(broken)
     with pytest.raises(BandYamlError, match="left unchanged"):
         write_agent_id(ws, "some-id")

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from band.docker.launcher import LaunchError, load_workspace_config
 
+from bandkit.image.facts import STARTER_DIR
 from launcher.config import (
     build_spec,
     locate_config,
@@ -24,8 +25,6 @@ from launcher.environment import LauncherEnv
 from launcher.errors import LauncherError, Phase
 from launcher.schema import WorkspaceModel
 from tests.launcher.fakes import CANARY, Box, band_config
-
-ECHO_AGENT = Path(__file__).resolve().parents[2] / "docker/band_python_kit/echo-agent/band.yaml"
 
 
 def _doc(box: Box, config: dict[str, Any] | str) -> Any:
@@ -183,11 +182,11 @@ def test_schema_accepts_what_upstream_accepts(
 
 
 def test_the_echo_agent_config_is_valid_for_both_launchers() -> None:
-    document = read_document(ECHO_AGENT)
+    document = read_document(STARTER_DIR / "band.yaml")
     spec = validated_spec(document, trusted_digest=None)
     assert spec.credentials is not None
     assert spec.credentials.source is CredentialSource.PROXY_MANAGED
-    assert load_workspace_config(ECHO_AGENT).credentials is not None
+    assert load_workspace_config(STARTER_DIR / "band.yaml").credentials is not None
 
 
 def _spec(**sections: Any) -> Any:

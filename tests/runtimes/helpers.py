@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 from ruamel.yaml import YAML
 
+from bandkit.image.facts import STARTER_DIR
 from tests.support.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-STARTER = REPO / "docker" / "band_python_kit" / "echo-agent"
 START_TIMEOUT_S = 30.0
 KIT_SPEC = REPO / "docker" / "band_python_kit" / "spec.yaml"
 KIT_SPEC_LEGACY = REPO / "docker" / "band_python_kit" / "sbx-below-0.42.1" / "spec.yaml"
@@ -151,7 +151,7 @@ def echo_workspace(
     """The echo-agent starter with the emulator's endpoints (and agent.id unless None) in
     band.yaml."""
     ws = parent / name
-    shutil.copytree(STARTER, ws, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    shutil.copytree(STARTER_DIR, ws, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
     yaml = YAML()
     config = yaml.load((ws / "band.yaml").read_text())
     if agent_id is not None:
