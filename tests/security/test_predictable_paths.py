@@ -88,11 +88,14 @@ def test_a_fresh_local_boxes_home_is_ours_and_traversable(
     workspace = tmp_path / "ws"
     workspace.mkdir()
     rt.create(SandboxSpec(name="box", workspaces=(workspace,)))
-    for path in (home.parent, home, rt.boxes_root()):
-        info = path.lstat()
-        assert stat.S_ISDIR(info.st_mode)
-        assert info.st_uid == 0
-        assert stat.S_IMODE(info.st_mode) == 0o755
+    try:
+        for path in (home.parent, home, rt.boxes_root()):
+            info = path.lstat()
+            assert stat.S_ISDIR(info.st_mode)
+            assert info.st_uid == 0
+            assert stat.S_IMODE(info.st_mode) == 0o755
+    finally:
+        rt.remove("box")  # gives its uid lease back (the machine's pool, not tmp_path's)
 
 
 @pytest.mark.parametrize("how", HOW)
