@@ -5,7 +5,8 @@ Shared by the `local` runtime and the sbx simulator. Layout of a box root:
     band.yaml        the workspace's band.yaml with runtime paths moved into this box
     venv/ state/ logs/ cache/   the launcher's runtime paths, owned by the box's uid
                      (cache/ is the box's own uv cache: no other box reads or writes it;
-                     as root it starts as a copy of the SDK home's seed, `seed_cache`)
+                     as root it starts as a copy of the seed its SDK home recorded,
+                     `seed_cache`)
     workspace/       (only when the box uid cannot reach the workspace) the staged copy
                      the agent sees instead, root's and read-only (`boxworkspace`)
     startup.log      the agent's stdout/stderr (what `/var/log/sbx-kit-startup.log` is in a VM)
