@@ -134,7 +134,7 @@ def bench_local_runtime(
     )
     lines = []
     start = time.perf_counter()
-    if os.geteuid() == 0:  # the SDK home the box uid runs from and its seed, once per run dir
+    if os.geteuid() == 0:  # the SDK home the box uid runs from, once per run dir
         # In the boxes root as `create` makes and claims it (a root left unclaimed is
         # swept by the next box made on this host).
         hostbox.ensure_sdk_home(hostbox.sdk_home_dir(runtime.make_boxes_root() / "bench"))
@@ -143,7 +143,7 @@ def bench_local_runtime(
     runtime.create(spec)
     created = time.perf_counter() - start
     platform.echo(room, agent_id)
-    # As root a new box's uv cache is a copy of the SDK home's seed; otherwise it is empty.
+    # As root a new box's uv cache is a copy of the machine's seed; otherwise it is empty.
     cache = "uv cache from the seed" if os.geteuid() == 0 else "empty uv cache, packages from PyPI"
     lines.append(
         f"local runtime: create returns in {_ms(created)}; create -> first echo ({cache}) "

@@ -5,7 +5,7 @@ Shared by the `local` runtime and the sbx simulator. Layout of a box root:
     band.yaml        the workspace's band.yaml with runtime paths moved into this box
     venv/ state/ logs/ cache/   the launcher's runtime paths, owned by the box's uid
                      (cache/ is the box's own uv cache: no other box reads or writes it;
-                     as root it starts as a copy of the seed its SDK home recorded,
+                     as root it starts as a copy of the machine's seed its SDK home recorded,
                      `seed_cache`)
     workspace/       (only when the box uid cannot reach the workspace) the staged copy
                      the agent sees instead, root's and read-only (`boxworkspace`)
@@ -343,6 +343,8 @@ def start(
         return
     stop(root, uid=uid)  # what a dead agent left: its proxy, its uid's stray processes
     workspace = Path(workspace)
+    # First: it makes the SDK home, whose recorded seed the new box's cache is copied from.
+    prefix, _ = interpreter(root, uid)
     config = _prepare_root(root, workspace, uid, cache)
     seen = agent_workspace(root, workspace, uid, fresh=True)
     child_env = base_env(root, seen, env, uid)
@@ -352,7 +354,6 @@ def start(
         child_env.update(start_proxy(root, workspace, env, injections, ca_pem=ca_pem))
     except ProxyError as exc:
         raise BoxError(str(exc)) from None
-    prefix, _ = interpreter(root, uid)
     # 0600 and never through a planted link: the agent's output may name its endpoints.
     log_fd = os.open(
         root / "startup.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600

@@ -11,7 +11,7 @@ Layout under `run_dir`:
     boxes/<name>/                   the hostbox root (runtime dirs, startup.log); boxes
                                     share boxes/.sdk (as root, read-only to them)
     boxes/.uv-cache/<name>/         the box's own uv cache (0700, its uid's): a copy of the
-                                    SDK home's seed when new, kept for the next box of that
+                                    machine's seed when new, kept for the next box of that
                                     name, root's in between (parked), so no other box (nor
                                     the next holder of the uid) reads it
     keychain/<name>.json            0600: the sandbox-scoped secrets (`keychain`, the only

@@ -282,6 +282,24 @@ def test_a_new_box_syncs_from_its_copy_of_the_seed_and_cannot_change_the_seed(
         rt.remove("seeded")
 
 
+def test_the_first_box_of_a_fresh_run_dir_is_seeded_too(
+    private_parent: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No shared SDK home: the box's own (`boxes/.sdk`) is made before its cache, so even
+    the first box syncs the starter offline."""
+    monkeypatch.delenv(hostbox.SDK_ENV)
+    parent = private_parent
+    parent.chmod(0o755)
+    ws = echo_workspace(parent, agent_id="agent-first", **ENDPOINTS, name="ws-first")
+    (ws / "main.py").write_text(IDLE_MAIN)
+    rt = LocalRuntime(parent / "run")
+    try:
+        rt.create(spec("first", ws, UV_OFFLINE="1"))
+        agent_pid(rt, "first")  # its sync, offline, has run
+    finally:
+        rt.remove("first")
+
+
 @pytest.fixture(scope="module")
 def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     with emulator(Path(tmp_path_factory.mktemp("emulator"))) as p:
