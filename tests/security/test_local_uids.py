@@ -287,7 +287,7 @@ def test_the_first_box_of_a_fresh_run_dir_is_seeded_too(
 ) -> None:
     """No shared SDK home: the box's own (`boxes/.sdk`) is made before its cache, so even
     the first box syncs the starter offline."""
-    monkeypatch.delenv(hostbox.SDK_ENV)
+    monkeypatch.delenv(hostbox.SDK_ENV, raising=False)
     parent = private_parent
     parent.chmod(0o755)
     ws = echo_workspace(parent, agent_id="agent-first", **ENDPOINTS, name="ws-first")
