@@ -166,3 +166,25 @@ def test_swarm_host_is_a_docker_host_for_the_swarm_runtime_only(tmp_path: Path) 
         assert done.returncode == 1, done.stdout + done.stderr
         assert said in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_a_task_not_yet_placed_is_live_and_on_no_node(tmp_path: Path) -> None:
+    """`docker service ps` prints no node for a task the scheduler has not placed (a full
+    cluster, a constraint no node meets yet): the sandbox is still starting, not stopped,
+    and runs nowhere yet. (Split on spaces, that row read as node `Pending`, state `2`.)"""
+    from bandkit.runtimes.base import SandboxStatus
+    from bandkit.runtimes.swarm import SwarmRuntime
+
+    fake = tmp_path / "docker"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$2" in\n'
+        '  inspect) echo \'{"bandkit.owner":"run1"}\';;\n'
+        "  ps) printf 'abc123\\t\\tPending 2 seconds ago\\n';;\n"
+        "esac\n",
+        encoding="utf-8",
+    )
+    fake.chmod(0o755)
+    runtime = SwarmRuntime(tmp_path / "runtimes", host="unix:///nowhere.sock", binary=str(fake))
+    assert runtime.status("my-agent") is SandboxStatus.RUNNING
+    assert runtime.where("my-agent") == "-"

@@ -490,7 +490,8 @@ class SwarmRuntime(Runtime):
     def _tasks(self, service: str) -> list[tuple[str, str, str]]:
         """(task id, node hostname, current state) of each task meant to run: also one
         waiting out its restart delay (desired state `ready` until the delay ends), or a
-        sandbox restarting after an exit would look stopped."""
+        sandbox restarting after an exit would look stopped. A task not yet placed has no
+        node (""): the fields are tab-separated, so its state is still read as its state."""
         result = self.engine.run(
             "service",
             "ps",
@@ -500,7 +501,7 @@ class SwarmRuntime(Runtime):
             "desired-state=ready",
             "--no-trunc",
             "--format",
-            "{{.ID}} {{.Node}} {{.CurrentState}}",
+            "{{.ID}}\t{{.Node}}\t{{.CurrentState}}",
             service,
             what="service ps",
             check=False,
@@ -509,9 +510,9 @@ class SwarmRuntime(Runtime):
             return []
         rows = []
         for line in result.stdout.splitlines():
-            fields = line.split()
-            if len(fields) >= 3:
-                rows.append((fields[0], fields[1], fields[2]))
+            fields = line.split("\t")
+            if len(fields) == 3 and fields[0] and fields[2]:
+                rows.append((fields[0], fields[1], fields[2].split()[0]))
         return rows
 
     def stage_images(self, images: Sequence[str]) -> None:
@@ -524,7 +525,7 @@ class SwarmRuntime(Runtime):
 
     def where(self, name: str) -> str:
         """The node the agent's task is on (`-` when it has none)."""
-        nodes = [node for _id, node, _state in self._tasks(validate_name(name))]
+        nodes = [node for _id, node, _state in self._tasks(validate_name(name)) if node]
         return nodes[0] if nodes else "-"
 
     def _service_running(self, service: str) -> bool:
