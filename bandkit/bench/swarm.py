@@ -5,8 +5,9 @@ cluster, driven by the commands a user types (`python -m invoke ...` with `--run
 scratch directory): `cluster.up --nodes 3`, `platform.up`, then
 
 - `fleet.up --runtime swarm --parallel 10` from nothing until every agent is proved
-  connected (target 60 s), with how busy the machine's CPU was meanwhile (/proc/stat); a
-  second `fleet.up`, which has nothing to do (target 5 s);
+  connected (target 60 s), with how busy the machine's CPU was meanwhile (/proc/stat) and
+  the engine's bulk-sync stalls (below; one holds an agent's start for 30 s); a second
+  `fleet.up`, which has nothing to do (target 5 s);
 - the echo round trip with every agent connected: one mention per agent in turn, from
   sent to its answer in the room (polled every 20 ms), p50 and p95 (target p95 1 s);
 - a drain of the node with the most agents, timed until each of its agents runs on another
@@ -17,7 +18,7 @@ scratch directory): `cluster.up --nodes 3`, `platform.up`, then
   Engine 20.10's fixed 30 s: moby/moby#41524);
 - `fleet.rollout --image band-python-kit:local --parallel 5`, which replaces every sandbox
   in batches: a marker sent to each agent as its old sandbox is removed, and how many are
-  never answered (target 0);
+  never answered (target 0), with the CPU and the stalls meanwhile;
 - `fleet.down` (timed), `platform.down`, `cluster.down`: each must succeed and leave no
   fleet or cluster record, and `fleet.down` no labelled object on the cluster.
 
@@ -83,6 +84,10 @@ def _cpu() -> tuple[int, int]:
 def _busy(before: tuple[int, int]) -> str:
     busy, total = (now - then for now, then in zip(_cpu(), before, strict=True))
     return f"CPU {100 * busy / max(total, 1):.0f}% busy on {os.cpu_count()} cores"
+
+
+def _stalled(count: int) -> str:
+    return f"the engine's 30 s overlay bulk-sync stalls meanwhile: {count}"
 
 
 def _lost(count: int) -> str:
@@ -220,16 +225,13 @@ def _drain(run: _Run) -> tuple[str, list[float], int, int]:
     as soon as one runs on another node, a second one to it. (node, each agent's time from
     the drain to its second marker answered, markers sent at the start never answered,
     the engine's bulk-sync stalls meanwhile.)"""
-    from bandkit import cluster
     from bandkit.cluster.swarm import docker
 
     by_node: dict[str, list[str]] = {}
     for row in run.status():
         by_node.setdefault(row["node"], []).append(row["name"])
     node, names = max(by_node.items(), key=lambda item: len(item[1]))
-    made = cluster.status(cluster.Layout.of(run.run_dir)).cluster
-    if made is None:
-        raise RuntimeError("no cluster to drain a node of")
+    made = _cluster(run)
     manager = made.manager
 
     def running_on() -> dict[str, str]:
@@ -317,13 +319,17 @@ def _rollout(run: _Run, names: list[str]) -> tuple[float, int, int]:
     return spent, len(markers), len(lost) + len(set(names) - set(markers))
 
 
-def _manager(run: _Run) -> Node:
+def _cluster(run: _Run) -> Cluster:
     from bandkit import cluster
 
     made = cluster.status(cluster.Layout.of(run.run_dir)).cluster
     if made is None:
         raise RuntimeError("no local cluster")
-    return made.manager
+    return made
+
+
+def _manager(run: _Run) -> Node:
+    return _cluster(run).manager
 
 
 def _faults(run: _Run, rows: list[dict[str, str]]) -> list[str]:
@@ -373,14 +379,15 @@ def run() -> list[str]:
         fleet_file = str(_fleet_file(root, count))
         run.invoke("cluster.up", "--nodes", "3")
         cleanups.insert(0, ("cluster.down", lambda: run.invoke("cluster.down")))
+        made = _cluster(run)
         run.invoke("platform.up")
         cleanups.insert(0, ("platform.down", lambda: run.invoke("platform.down")))
         run.connect()
         cleanups.insert(0, ("fleet.down", lambda: run.invoke("fleet.down")))
         up_args = ("--file", fleet_file, "--runtime", "swarm", "--parallel", str(PARALLEL_UP))
-        cpu = _cpu()
+        cpu, wall = _cpu(), time.time()
         up = run.invoke("fleet.up", *up_args)
-        up_cpu = _busy(cpu)
+        up_cpu, up_stalls = _busy(cpu), _stalls(made, wall, time.time())
         noop = run.invoke("fleet.up", *up_args)
         rows = run.status()
         connected = sum(r["connected"] == "yes" for r in rows)
@@ -389,22 +396,23 @@ def run() -> list[str]:
         trips = _round_trips(run, names)
         p95 = statistics.quantiles(trips, n=20)[-1] if len(trips) > 1 else trips[0]
         node, back, drain_lost, stalls = _drain(run)
-        cpu = _cpu()
+        cpu, wall = _cpu(), time.time()
         rolled, sent, lost = _rollout(run, names)
-        rolled_cpu = _busy(cpu)
+        rolled_cpu, rolled_stalls = _busy(cpu), _stalls(made, wall, time.time())
         lines += [
             f"  fleet.up from nothing until all {count} connected (--parallel {PARALLEL_UP}): "
-            f"{_mark('up', up)}; {connected} connected, on {', '.join(spread)}; {up_cpu}",
+            f"{_mark('up', up)}; {connected} connected, on {', '.join(spread)}; {up_cpu}; "
+            f"{_stalled(up_stalls)}",
             f"  fleet.up again, nothing to do: {_mark('noop', noop)}",
             f"  echo round trip, all connected, {len(trips)} mentions: p50 "
             f"{statistics.median(trips):.2f} s, p95 {_mark('p95', p95)}",
             f"  drain of {node} ({len(back)} agent(s)) until each, on another node, answered: "
             f"{_mark('drain', back[-1])}; half of them within {statistics.median(back):.1f} s; "
-            f"messages sent as the drain began, lost: {_lost(drain_lost)}; the engine's "
-            f"30 s overlay bulk-sync stalls meanwhile: {stalls} (`{STALL}` in the nodes' "
-            "dockerd.log)",
+            f"messages sent as the drain began, lost: {_lost(drain_lost)}; "
+            f"{_stalled(stalls)} (`{STALL}` in the nodes' dockerd.log)",
             f"  fleet.rollout --parallel {PARALLEL_ROLLOUT} (every sandbox replaced): "
-            f"{rolled:.1f} s ({rolled_cpu}); markers sent {sent}, lost {_lost(lost)}",
+            f"{rolled:.1f} s ({rolled_cpu}; {_stalled(rolled_stalls)}); markers sent {sent}, "
+            f"lost {_lost(lost)}",
             *[f"  {fault}" for fault in faults],
         ]
     except Exception as exc:  # a bench reports; the cleanups below still run

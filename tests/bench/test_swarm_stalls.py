@@ -1,6 +1,7 @@
-"""The swarm bench counts the engine's overlay bulk-sync stalls of a drain from the nodes'
-daemon logs: only `Bulk sync to node ... timed out` lines, only within the drain's window,
-whatever digits Go left in the fraction, and a node without a log counts none."""
+"""The swarm bench counts the engine's overlay bulk-sync stalls of a `fleet.up`, a drain
+and a rollout from the nodes' daemon logs: only `Bulk sync to node ... timed out` lines,
+only within the step's window, whatever digits Go left in the fraction, and a node
+without a log counts none."""
 
 from __future__ import annotations
 
