@@ -188,3 +188,54 @@ def test_a_task_not_yet_placed_is_live_and_on_no_node(tmp_path: Path) -> None:
     runtime = SwarmRuntime(tmp_path / "runtimes", host="unix:///nowhere.sock", binary=str(fake))
     assert runtime.status("my-agent") is SandboxStatus.RUNNING
     assert runtime.where("my-agent") == "-"
+
+
+def test_the_proxy_runs_only_where_its_sandbox_may(tmp_path: Path) -> None:
+    """The placement constraints a sandbox is given (a fleet file's `placement`) bind its
+    credential proxy too: the key it holds goes only to the nodes the agent may use."""
+    from bandkit.runtimes import boxnet
+    from bandkit.runtimes.base import Limits, Secret
+    from bandkit.runtimes.swarm import SwarmRuntime
+
+    calls = tmp_path / "calls"
+    fake = tmp_path / "docker"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s\\n" "$*" >> {calls}\n'
+        'case "$1 $2" in\n'
+        '  "service inspect") echo "Error: no such service: x" >&2; exit 1;;\n'
+        "  \"image inspect\") echo '{}';;\n"
+        '  "info --format") echo \'["name=userns"]\';;\n'
+        '  "network ls") echo egress0;;\n'
+        "  \"service ps\") printf 't1\\tnode1\\tRunning 1 second ago\\n';;\n"
+        '  "secret create") cat > /dev/null;;\n'
+        "esac\n",
+        encoding="utf-8",
+    )
+    fake.chmod(0o755)
+    runtime = SwarmRuntime(tmp_path / "runtimes", host="unix:///nowhere.sock", binary=str(fake))
+    rest, ws = "https://platform.example/api/v1", "wss://platform.example/api/v1/socket"
+    only = ("node.labels.keys==trusted", "node.role==worker")
+    runtime.create(
+        SandboxSpec(
+            name="my-agent",
+            workspaces=(tmp_path,),
+            image="agent:1",
+            env={"BAND_REST_URL": rest, "BAND_WS_URL": ws},
+            secrets=(
+                Secret(
+                    "BAND_API_KEY",
+                    ("platform.example",),
+                    "k-canary",
+                    scopes=boxnet.band_key_scopes(rest, ws),
+                ),
+            ),
+            limits=Limits(constraints=only),
+        )
+    )
+    creates = [line.split() for line in calls.read_text().splitlines()]
+    creates = [argv for argv in creates if argv[:2] == ["service", "create"]]
+    assert len(creates) == 2  # the proxy, then the agent
+    for argv in creates:
+        placed = [argv[i + 1] for i, a in enumerate(argv) if a == "--constraint"]
+        assert placed == list(only), argv

@@ -14,7 +14,8 @@ this run's label):
    mounted into the proxy service only, 0400 for uid 1000.
 5. `<proxy>-app`: the credential proxy's code as a swarm config (`bandkit.proxies.keyproxy.zipapp`).
 6. `bkp-<digest of run and name>`: the credential proxy service, on both overlays, as
-   uid 1000 with no capability, restarted on any exit.
+   uid 1000 with no capability, restarted on any exit, placed under the sandbox's own
+   placement constraints (its keys go only where the agent may run).
 7. `<name>`: the agent service, one replica, on the internal overlay only, running the
    kit's own launch command with the placeholder for each key and the proxy's URLs.
 
@@ -353,6 +354,7 @@ class SwarmRuntime(Runtime):
             "1s",
             "--limit-memory",
             PROXY_MEMORY_LIMIT,
+            *_constraints(spec),
             "--entrypoint",
             "/bin/sh",
             *SERVICE_OPTIONS,
@@ -441,8 +443,7 @@ class SwarmRuntime(Runtime):
         argv += ["--limit-memory", str(limits.memory_bytes or MEMORY_LIMIT)]
         argv += ["--limit-pids", str(PIDS_LIMIT)]
         argv += ["--limit-cpu", limits.cpus] if limits.cpus else []
-        for constraint in limits.constraints:
-            argv += ["--constraint", constraint]
+        argv += _constraints(spec)
         if self.local:  # the local cluster's nodes share this host's filesystem
             for path, inside in spec.mounts():
                 argv += ["--mount", f"type=bind,source={path},target={inside}"]
@@ -671,3 +672,9 @@ class SwarmRuntime(Runtime):
 
     def remove_secret(self, sandbox: str, host: str, placeholder: str) -> None:
         self.secrets.remove(sandbox, host)
+
+
+def _constraints(spec: SandboxSpec) -> list[str]:
+    """The sandbox's placement constraints as options, for its agent and its proxy alike:
+    the nodes a sandbox may run on are the only ones its keys go to."""
+    return [part for c in spec.limits.constraints for part in ("--constraint", c)]
