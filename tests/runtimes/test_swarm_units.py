@@ -15,7 +15,7 @@ from bandkit.proxies.keyproxy import zipapp
 from bandkit.runtimes.base import SandboxError, SandboxSpec
 from bandkit.runtimes.docker.engine import Engine
 from bandkit.runtimes.select import get_runtime
-from bandkit.runtimes.swarm import objects
+from bandkit.runtimes.swarm import SwarmRuntime, objects
 from bandkit.runtimes.swarm import runtime as swarm_runtime
 from tests.support.wait import wait_for
 
@@ -168,24 +168,28 @@ def test_swarm_host_is_a_docker_host_for_the_swarm_runtime_only(tmp_path: Path) 
         assert "Traceback" not in done.stderr
 
 
+def _scripted(tmp_path: Path, cases: str) -> tuple[SwarmRuntime, Path]:
+    """A swarm runtime whose docker logs each argv and answers by `cases` (the body of a
+    `case "$1 $2"`); the log."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "docker"
+    script = f'#!/bin/sh\nprintf "%s\\n" "$*" >> {calls}\ncase "$1 $2" in\n{cases}esac\n'
+    fake.write_text(script, encoding="utf-8")
+    fake.chmod(0o755)
+    return SwarmRuntime(tmp_path / "rt", host="unix:///nowhere.sock", binary=str(fake)), calls
+
+
 def test_a_task_not_yet_placed_is_live_and_on_no_node(tmp_path: Path) -> None:
     """`docker service ps` prints no node for a task the scheduler has not placed (a full
     cluster, a constraint no node meets yet): the sandbox is still starting, not stopped,
     and runs nowhere yet. (Split on spaces, that row read as node `Pending`, state `2`.)"""
     from bandkit.runtimes.base import SandboxStatus
-    from bandkit.runtimes.swarm import SwarmRuntime
 
-    fake = tmp_path / "docker"
-    fake.write_text(
-        "#!/bin/sh\n"
-        'case "$2" in\n'
-        '  inspect) echo \'{"bandkit.owner":"run1"}\';;\n'
-        "  ps) printf 'abc123\\t\\tPending 2 seconds ago\\n';;\n"
-        "esac\n",
-        encoding="utf-8",
+    runtime, _calls = _scripted(
+        tmp_path,
+        '  "service inspect") echo \'{"bandkit.owner":"run1"}\';;\n'
+        "  \"service ps\") printf 'abc123\\t\\tPending 2 seconds ago\\n';;\n",
     )
-    fake.chmod(0o755)
-    runtime = SwarmRuntime(tmp_path / "runtimes", host="unix:///nowhere.sock", binary=str(fake))
     assert runtime.status("my-agent") is SandboxStatus.RUNNING
     assert runtime.where("my-agent") == "-"
 
@@ -195,25 +199,16 @@ def test_the_proxy_runs_only_where_its_sandbox_may(tmp_path: Path) -> None:
     credential proxy too: the key it holds goes only to the nodes the agent may use."""
     from bandkit.runtimes import boxnet
     from bandkit.runtimes.base import Limits, Secret
-    from bandkit.runtimes.swarm import SwarmRuntime
 
-    calls = tmp_path / "calls"
-    fake = tmp_path / "docker"
-    fake.write_text(
-        "#!/bin/sh\n"
-        f'printf "%s\\n" "$*" >> {calls}\n'
-        'case "$1 $2" in\n'
+    runtime, calls = _scripted(
+        tmp_path,
         '  "service inspect") echo "Error: no such service: x" >&2; exit 1;;\n'
         "  \"image inspect\") echo '{}';;\n"
         '  "info --format") echo \'["name=userns"]\';;\n'
         '  "network ls") echo egress0;;\n'
         "  \"service ps\") printf 't1\\tnode1\\tRunning 1 second ago\\n';;\n"
-        '  "secret create") cat > /dev/null;;\n'
-        "esac\n",
-        encoding="utf-8",
+        '  "secret create") cat > /dev/null;;\n',
     )
-    fake.chmod(0o755)
-    runtime = SwarmRuntime(tmp_path / "runtimes", host="unix:///nowhere.sock", binary=str(fake))
     rest, ws = "https://platform.example/api/v1", "wss://platform.example/api/v1/socket"
     only = ("node.labels.keys==trusted", "node.role==worker")
     runtime.create(
