@@ -228,6 +228,7 @@ def test_the_proxy_runs_only_where_its_sandbox_may(tmp_path: Path) -> None:
             limits=Limits(constraints=only),
         )
     )
+    assert "k-canary" not in calls.read_text()  # the key went by stdin, never in argv
     creates = [line.split() for line in calls.read_text().splitlines()]
     creates = [argv for argv in creates if argv[:2] == ["service", "create"]]
     assert len(creates) == 2  # the proxy, then the agent
