@@ -185,9 +185,12 @@ def create_sandboxes(
         log(f"sandbox: {request.name} created ({runtime.name.value})")
 
 
-def _tail(text: str, secrets: tuple[str, ...]) -> str:
-    """The end of an agent's log as the operator sees it: secrets hidden, controls escaped."""
-    lines = "\n".join(text.strip().splitlines()[-LOG_TAIL_LINES:])
+def _tail(runtime: Runtime, sandbox: str, text: str, secrets: tuple[str, ...]) -> str:
+    """The end of an agent's log (`text`) as the operator sees it, then what the runtime's
+    scheduler says of its sandbox (`Runtime.scheduler_report`): secrets hidden, controls
+    escaped."""
+    tail = text.strip().splitlines()[-LOG_TAIL_LINES:]
+    lines = "\n".join([*tail, *runtime.scheduler_report(sandbox)])
     for secret in secrets:
         if secret:
             lines = lines.replace(secret, "***")
@@ -216,14 +219,15 @@ def wait_connected(
             elif runtime.status(sandbox) is not SandboxStatus.RUNNING:
                 raise DemoError(
                     f"{name}'s sandbox {sandbox} stopped before its agent connected; the "
-                    f"end of its log:\n{_tail(startup, redact)}"
+                    f"end of its log:\n{_tail(runtime, sandbox, startup, redact)}"
                 )
         now = clock()
         if pending and now - start > timeout_s:
             sandbox, name = next(iter(pending.items()))
             raise DemoError(
                 f"not connected within {timeout_s:g} s: {', '.join(pending.values())}; the "
-                f"end of {name}'s log:\n{_tail(runtime.logs(sandbox).startup, redact)}\n"
+                f"end of {name}'s log:\n"
+                f"{_tail(runtime, sandbox, runtime.logs(sandbox).startup, redact)}\n"
                 "(re-run with --keep, then `uv run invoke demo.logs --role <role>`)"
             )
         if pending and now >= next_report:

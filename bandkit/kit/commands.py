@@ -211,6 +211,8 @@ def log_tail(rt: Runtime, name: str, redact: Sequence[str]) -> str:
     for label, text in (("startup.log", logs.startup), ("launcher.log", logs.launcher)):
         lines = text.strip().splitlines()[-LOG_TAIL_LINES:] or ["(empty)"]
         parts.append(f"--- {label} (last {len(lines)} lines)\n" + "\n".join(lines))
+    if placed := rt.scheduler_report(name):
+        parts.append(f"--- {rt.name.value} tasks (latest last)\n" + "\n".join(placed))
     out = "\n".join(parts)
     for value in redact:
         if value:

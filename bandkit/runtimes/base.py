@@ -200,6 +200,14 @@ class Runtime(ABC):
     @abstractmethod
     def logs(self, name: str) -> Logs: ...
 
+    def scheduler_report(self, name: str) -> list[str]:
+        """What the runtime's scheduler says of its latest attempts to run the sandbox, one
+        line each, oldest first (swarm: each task's node, state and error), for the report
+        of a sandbox that did not come up; none where no scheduler places sandboxes, or
+        when it cannot be asked now (it never raises: it adds to a report of a failure).
+        Not part of `logs`: a log is read as it grows, and these lines change in place."""
+        return []
+
     @abstractmethod
     def remove(self, name: str) -> None:
         """Remove the sandbox and what it owns; absent is success."""

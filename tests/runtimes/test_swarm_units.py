@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from bandkit.proxies.keyproxy import zipapp
-from bandkit.runtimes.base import SandboxError, SandboxSpec
+from bandkit.runtimes.base import Limits, SandboxError, SandboxSpec, SandboxStatus, Secret
+from bandkit.runtimes.boxnet import band_key_scopes
 from bandkit.runtimes.docker.engine import Engine
 from bandkit.runtimes.select import get_runtime
 from bandkit.runtimes.swarm import SwarmRuntime, objects
@@ -183,8 +184,6 @@ def test_a_task_not_yet_placed_is_live_and_on_no_node(tmp_path: Path) -> None:
     """`docker service ps` prints no node for a task the scheduler has not placed (a full
     cluster, a constraint no node meets yet): the sandbox is still starting, not stopped,
     and runs nowhere yet. (Split on spaces, that row read as node `Pending`, state `2`.)"""
-    from bandkit.runtimes.base import SandboxStatus
-
     runtime, _calls = _scripted(
         tmp_path,
         '  "service inspect") echo \'{"bandkit.owner":"run1"}\';;\n'
@@ -197,9 +196,6 @@ def test_a_task_not_yet_placed_is_live_and_on_no_node(tmp_path: Path) -> None:
 def test_the_proxy_runs_only_where_its_sandbox_may(tmp_path: Path) -> None:
     """The placement constraints a sandbox is given (a fleet file's `placement`) bind its
     credential proxy too: the key it holds goes only to the nodes the agent may use."""
-    from bandkit.runtimes import boxnet
-    from bandkit.runtimes.base import Limits, Secret
-
     runtime, calls = _scripted(
         tmp_path,
         '  "service inspect") echo "Error: no such service: x" >&2; exit 1;;\n'
@@ -222,7 +218,7 @@ def test_the_proxy_runs_only_where_its_sandbox_may(tmp_path: Path) -> None:
                     "BAND_API_KEY",
                     ("platform.example",),
                     "k-canary",
-                    scopes=boxnet.band_key_scopes(rest, ws),
+                    scopes=band_key_scopes(rest, ws),
                 ),
             ),
             limits=Limits(constraints=only),
@@ -235,3 +231,48 @@ def test_the_proxy_runs_only_where_its_sandbox_may(tmp_path: Path) -> None:
     for argv in creates:
         placed = [argv[i + 1] for i, a in enumerate(argv) if a == "--constraint"]
         assert placed == list(only), argv
+
+
+def test_a_task_that_cannot_run_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Swarm keeps why a task does not run (no node meets its constraints, its image is
+    missing) on the task, not in any container's log: a proxy that never starts names it
+    in the error, and the report of a sandbox that did not come up (the log tail
+    `kit.provision` and `fleet.up` print) ends with its latest tasks, oldest first."""
+    from bandkit.kit.commands import log_tail
+
+    monkeypatch.setattr(swarm_runtime, "PROXY_START_S", 0.0)
+    unplaced = "no suitable node (scheduling constraints not satisfied on 3 nodes)"
+    runtime, _calls = _scripted(
+        tmp_path,
+        '  "service inspect") echo "Error: no such service: x" >&2; exit 1;;\n'
+        "  \"image inspect\") echo '{}';;\n"
+        '  "info --format") echo \'["name=userns"]\';;\n'
+        '  "network ls") echo egress0;;\n'
+        '  "secret create") cat > /dev/null;;\n'
+        '  "service ps") case "$*" in\n'
+        f"    *Error*) printf '\\tPending 1 minute ago\\t\"{unplaced}\"\\n'\n"
+        "             printf 'node2\\tRejected 2 minutes ago\\t\"No such image: a:1\"\\n';;\n"
+        "    *) printf 't1\\t\\tPending 1 minute ago\\n';;\n"
+        "  esac;;\n",
+    )
+    rest, ws = "https://platform.example/api/v1", "wss://platform.example/api/v1/socket"
+    spec = SandboxSpec(
+        name="my-agent",
+        workspaces=(tmp_path,),
+        image="agent:1",
+        env={"BAND_REST_URL": rest, "BAND_WS_URL": ws},
+        secrets=(
+            Secret("BAND_API_KEY", ("platform.example",), "k-1", scopes=band_key_scopes(rest, ws)),
+        ),
+    )
+    with pytest.raises(SandboxError, match=r"did not start within 0s \(node2 Rejected") as err:
+        runtime.create(spec)
+    assert f"no node Pending 1 minute ago: {unplaced}); see" in str(err.value)
+    latest = [
+        "node2 Rejected 2 minutes ago: No such image: a:1",
+        f"no node Pending 1 minute ago: {unplaced}",
+    ]
+    assert runtime.scheduler_report("my-agent") == latest
+    assert runtime.logs("my-agent").startup == ""  # a log only grows: the tasks are not in it
+    tail = log_tail(runtime, "my-agent", ["k-1"]).splitlines()
+    assert tail[-3:] == ["--- swarm tasks (latest last)", *latest]

@@ -100,6 +100,7 @@ PROXY_SCRIPT = (
     "mkdir -p /tmp/keyproxy && exec python3 -P {app} /tmp/keyproxy/ports.json 0.0.0.0 "
     "< /run/secrets/{config}"
 )
+HISTORY_ROWS = 5  # the latest tasks of a service that a failure report shows
 MEMORY_LIMIT = "2g"
 PROXY_MEMORY_LIMIT = "256m"
 PIDS_LIMIT = 512
@@ -539,9 +540,10 @@ class SwarmRuntime(Runtime):
         pause = 0.2  # growing to 1 s: each look is a `service ps`, work for the manager
         while not self._service_running(service):
             if time.monotonic() > deadline:
+                said = "; ".join(self._history(service)[-2:]) or "no task yet"
                 raise SandboxError(
-                    f"swarm: {what} ({service}) did not start within {PROXY_START_S:.0f}s; "
-                    f"see `docker service ps --no-trunc {service}` on the swarm"
+                    f"swarm: {what} ({service}) did not start within {PROXY_START_S:.0f}s "
+                    f"({said}); see `docker service ps --no-trunc {service}` on the swarm"
                 )
             time.sleep(pause)
             pause = min(1.0, pause * 1.5)
@@ -592,6 +594,35 @@ class SwarmRuntime(Runtime):
             env={**(env or {}), "DOCKER_HOST": node.docker_host},
         )
         return ExecResult(result.returncode, result.stdout, result.stderr)
+
+    def scheduler_report(self, name: str) -> list[str]:
+        """The agent service's latest tasks (`_history`)."""
+        try:
+            return self._history(validate_name(name))
+        except SandboxError:
+            return []
+
+    def _history(self, service: str) -> list[str]:
+        """The service's latest tasks, oldest first, each as `node state (age): error`: what
+        swarm says of a task that cannot run (`no suitable node (scheduling constraints not
+        satisfied on 3 nodes)`, `No such image: ...`), which no container log holds."""
+        result = self.engine.run(
+            "service",
+            "ps",
+            "--no-trunc",
+            "--format",
+            "{{.Node}}\t{{.CurrentState}}\t{{.Error}}",
+            service,
+            what="service ps",
+            check=False,
+        )
+        rows = []
+        for line in result.stdout.splitlines() if result.returncode == 0 else []:
+            node, _, rest = line.partition("\t")
+            state, _, error = rest.partition("\t")
+            error = error.strip().strip('"')
+            rows.append(f"{node or 'no node'} {state}" + (f": {error}" if error else ""))
+        return rows[:HISTORY_ROWS][::-1]  # `service ps` lists the newest first
 
     def logs(self, name: str) -> Logs:
         name = validate_name(name)
