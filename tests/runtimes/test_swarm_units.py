@@ -251,7 +251,7 @@ def test_a_task_that_cannot_run_says_why(tmp_path: Path, monkeypatch: pytest.Mon
         '  "secret create") cat > /dev/null;;\n'
         '  "service ps") case "$*" in\n'
         f"    *Error*) printf '\\tPending 1 minute ago\\t\"{unplaced}\"\\n'\n"
-        "             printf 'node2\\tRejected 2 minutes ago\\t\"No such image: a:1\"\\n';;\n"
+        "             printf 'node2\\tRejected 2 minutes ago\\t\"No such image: a:1\\033[2J\"\\n';;\n"
         "    *) printf 't1\\t\\tPending 1 minute ago\\n';;\n"
         "  esac;;\n",
     )
@@ -269,7 +269,7 @@ def test_a_task_that_cannot_run_says_why(tmp_path: Path, monkeypatch: pytest.Mon
         runtime.create(spec)
     assert f"no node Pending 1 minute ago: {unplaced}); see" in str(err.value)
     latest = [
-        "node2 Rejected 2 minutes ago: No such image: a:1",
+        "node2 Rejected 2 minutes ago: No such image: a:1\\x1b[2J",  # escaped, not sent
         f"no node Pending 1 minute ago: {unplaced}",
     ]
     assert runtime.scheduler_report("my-agent") == latest

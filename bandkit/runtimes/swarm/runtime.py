@@ -90,6 +90,7 @@ from bandkit.runtimes.docker.runtime import (
 )
 from bandkit.runtimes.keychain import Secrets
 from bandkit.runtimes.swarm import egress, objects, relay
+from bandkit.terminal import printable
 from launcher.constants import EnvVar
 
 OWNER_RECORD = "owner.json"
@@ -621,7 +622,8 @@ class SwarmRuntime(Runtime):
             node, _, rest = line.partition("\t")
             state, _, error = rest.partition("\t")
             error = error.strip().strip('"')
-            rows.append(f"{node or 'no node'} {state}" + (f": {error}" if error else ""))
+            row = f"{node or 'no node'} {state}" + (f": {error}" if error else "")
+            rows.append(printable(row))  # an error may quote a command or a path
         return rows[:HISTORY_ROWS][::-1]  # `service ps` lists the newest first
 
     def logs(self, name: str) -> Logs:
