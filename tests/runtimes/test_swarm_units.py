@@ -251,7 +251,8 @@ def test_a_task_that_cannot_run_says_why(tmp_path: Path, monkeypatch: pytest.Mon
         '  "secret create") cat > /dev/null;;\n'
         '  "service ps") case "$*" in\n'
         f"    *Error*) printf '\\tPending 1 minute ago\\t\"{unplaced}\"\\n'\n"
-        "             printf 'node2\\tRejected 2 minutes ago\\t\"No such image: a:1\\033[2J\"\\n';;\n"
+        "             printf 'node2\\tRejected 2 minutes ago\\t'\n"
+        "             printf '\"No such image: a:1\\033[2J\"\\n';;\n"
         "    *) printf 't1\\t\\tPending 1 minute ago\\n';;\n"
         "  esac;;\n",
     )
