@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from bandkit.bench import docker_ok, sized
-from bandkit.cluster.layout import Node
 from bandkit.image.facts import STARTER_DIR
 
 if TYPE_CHECKING:
@@ -328,10 +327,6 @@ def _cluster(run: _Run) -> Cluster:
     return made
 
 
-def _manager(run: _Run) -> Node:
-    return _cluster(run).manager
-
-
 def _faults(run: _Run, rows: list[dict[str, str]]) -> list[str]:
     """What of the fleet on the cluster is not as its file says (the quick run's test
     fails on each): more than one agent image, the limits not applied. (Where swarm puts
@@ -342,7 +337,9 @@ def _faults(run: _Run, rows: list[dict[str, str]]) -> list[str]:
     faults = []
     if len({r["image"] for r in rows}) != 1:
         faults.append(f"FAIL: one source, yet {len({r['image'] for r in rows})} agent images")
-    raw = docker(_manager(run), "service", "inspect", "--format", LIMITS_FORMAT, rows[0]["name"])
+    raw = docker(
+        _cluster(run).manager, "service", "inspect", "--format", LIMITS_FORMAT, rows[0]["name"]
+    )
     limits = json.loads(raw) or {}
     if (limits.get("NanoCPUs"), limits.get("MemoryBytes")) != FILE_LIMITS:
         faults.append(f"FAIL: {rows[0]['name']}'s limits are not the file's: {raw.strip()}")
@@ -353,7 +350,7 @@ def _labelled(run: _Run) -> list[str]:
     """Our swarm objects still on the cluster."""
     from bandkit.cluster.swarm import docker
 
-    manager = _manager(run)
+    manager = _cluster(run).manager
     found = []
     for kind in ("service", "network", "secret", "config"):
         listed = docker(manager, kind, "ls", "--filter", "label=bandkit.sandbox", "-q")

@@ -180,6 +180,33 @@ def _scripted(tmp_path: Path, cases: str) -> tuple[SwarmRuntime, Path]:
     return SwarmRuntime(tmp_path / "rt", host="unix:///nowhere.sock", binary=str(fake)), calls
 
 
+# What `create` asks before its services: no such service yet, the image, the daemon's
+# security options (user namespaces: the default gid), the egress overlay; a secret's
+# value read from stdin.
+CREATE_CASES = (
+    '  "service inspect") echo "Error: no such service: x" >&2; exit 1;;\n'
+    "  \"image inspect\") echo '{}';;\n"
+    '  "info --format") echo \'["name=userns"]\';;\n'
+    '  "network ls") echo egress0;;\n'
+    '  "secret create") cat > /dev/null;;\n'
+)
+
+
+def _keyed_spec(tmp_path: Path, key: str, constraints: tuple[str, ...] = ()) -> SandboxSpec:
+    """A sandbox whose platform key goes through a credential proxy."""
+    rest, ws = "https://platform.example/api/v1", "wss://platform.example/api/v1/socket"
+    return SandboxSpec(
+        name="my-agent",
+        workspaces=(tmp_path,),
+        image="agent:1",
+        env={"BAND_REST_URL": rest, "BAND_WS_URL": ws},
+        secrets=(
+            Secret("BAND_API_KEY", ("platform.example",), key, scopes=band_key_scopes(rest, ws)),
+        ),
+        limits=Limits(constraints=constraints),
+    )
+
+
 def test_a_task_not_yet_placed_is_live_and_on_no_node(tmp_path: Path) -> None:
     """`docker service ps` prints no node for a task the scheduler has not placed (a full
     cluster, a constraint no node meets yet): the sandbox is still starting, not stopped,
@@ -198,32 +225,10 @@ def test_the_proxy_runs_only_where_its_sandbox_may(tmp_path: Path) -> None:
     credential proxy too: the key it holds goes only to the nodes the agent may use."""
     runtime, calls = _scripted(
         tmp_path,
-        '  "service inspect") echo "Error: no such service: x" >&2; exit 1;;\n'
-        "  \"image inspect\") echo '{}';;\n"
-        '  "info --format") echo \'["name=userns"]\';;\n'
-        '  "network ls") echo egress0;;\n'
-        "  \"service ps\") printf 't1\\tnode1\\tRunning 1 second ago\\n';;\n"
-        '  "secret create") cat > /dev/null;;\n',
+        CREATE_CASES + "  \"service ps\") printf 't1\\tnode1\\tRunning 1 second ago\\n';;\n",
     )
-    rest, ws = "https://platform.example/api/v1", "wss://platform.example/api/v1/socket"
     only = ("node.labels.keys==trusted", "node.role==worker")
-    runtime.create(
-        SandboxSpec(
-            name="my-agent",
-            workspaces=(tmp_path,),
-            image="agent:1",
-            env={"BAND_REST_URL": rest, "BAND_WS_URL": ws},
-            secrets=(
-                Secret(
-                    "BAND_API_KEY",
-                    ("platform.example",),
-                    "k-canary",
-                    scopes=band_key_scopes(rest, ws),
-                ),
-            ),
-            limits=Limits(constraints=only),
-        )
-    )
+    runtime.create(_keyed_spec(tmp_path, "k-canary", only))
     assert "k-canary" not in calls.read_text()  # the key went by stdin, never in argv
     creates = [line.split() for line in calls.read_text().splitlines()]
     creates = [argv for argv in creates if argv[:2] == ["service", "create"]]
@@ -244,30 +249,15 @@ def test_a_task_that_cannot_run_says_why(tmp_path: Path, monkeypatch: pytest.Mon
     unplaced = "no suitable node (scheduling constraints not satisfied on 3 nodes)"
     runtime, _calls = _scripted(
         tmp_path,
-        '  "service inspect") echo "Error: no such service: x" >&2; exit 1;;\n'
-        "  \"image inspect\") echo '{}';;\n"
-        '  "info --format") echo \'["name=userns"]\';;\n'
-        '  "network ls") echo egress0;;\n'
-        '  "secret create") cat > /dev/null;;\n'
-        '  "service ps") case "$*" in\n'
+        CREATE_CASES + '  "service ps") case "$*" in\n'
         f"    *Error*) printf '\\tPending 1 minute ago\\t\"{unplaced}\"\\n'\n"
         "             printf 'node2\\tRejected 2 minutes ago\\t'\n"
         "             printf '\"No such image: a:1\\033[2J\"\\n';;\n"
         "    *) printf 't1\\t\\tPending 1 minute ago\\n';;\n"
         "  esac;;\n",
     )
-    rest, ws = "https://platform.example/api/v1", "wss://platform.example/api/v1/socket"
-    spec = SandboxSpec(
-        name="my-agent",
-        workspaces=(tmp_path,),
-        image="agent:1",
-        env={"BAND_REST_URL": rest, "BAND_WS_URL": ws},
-        secrets=(
-            Secret("BAND_API_KEY", ("platform.example",), "k-1", scopes=band_key_scopes(rest, ws)),
-        ),
-    )
     with pytest.raises(SandboxError, match=r"did not start within 0s \(node2 Rejected") as err:
-        runtime.create(spec)
+        runtime.create(_keyed_spec(tmp_path, "k-1"))
     assert f"no node Pending 1 minute ago: {unplaced}); see" in str(err.value)
     latest = [
         "node2 Rejected 2 minutes ago: No such image: a:1\\x1b[2J",  # escaped, not sent

@@ -495,28 +495,29 @@ class SwarmRuntime(Runtime):
         waiting out its restart delay (desired state `ready` until the delay ends), or a
         sandbox restarting after an exit would look stopped. A task not yet placed has no
         node (""): the fields are tab-separated, so its state is still read as its state."""
+        rows = self._ps(service, ".ID", ".Node", ".CurrentState", running=True)
+        return [(task, node, state.split()[0]) for task, node, state in rows if task and state]
+
+    def _ps(self, service: str, *fields: str, running: bool = False) -> list[list[str]]:
+        """`docker service ps` of `service` (newest task first), each row the `fields`; only
+        the tasks meant to run when `running`; none when the service cannot be listed.
+        Tab-separated: a field may be empty (no node) or hold spaces (a state, an error)."""
+        wanted = ("--filter", "desired-state=running", "--filter", "desired-state=ready")
         result = self.engine.run(
             "service",
             "ps",
-            "--filter",
-            "desired-state=running",
-            "--filter",
-            "desired-state=ready",
+            *(wanted if running else ()),
             "--no-trunc",
             "--format",
-            "{{.ID}}\t{{.Node}}\t{{.CurrentState}}",
+            "\t".join("{{" + field + "}}" for field in fields),
             service,
             what="service ps",
             check=False,
         )
         if result.returncode != 0:
             return []
-        rows = []
-        for line in result.stdout.splitlines():
-            fields = line.split("\t")
-            if len(fields) == 3 and fields[0] and fields[2]:
-                rows.append((fields[0], fields[1], fields[2].split()[0]))
-        return rows
+        rows = [line.split("\t") for line in result.stdout.splitlines()]
+        return [row for row in rows if len(row) == len(fields)]
 
     def stage_images(self, images: Sequence[str]) -> None:
         """Load `images` into the local cluster's nodes that lack them, in one archive;
@@ -607,24 +608,12 @@ class SwarmRuntime(Runtime):
         """The service's latest tasks, oldest first, each as `node state (age): error`: what
         swarm says of a task that cannot run (`no suitable node (scheduling constraints not
         satisfied on 3 nodes)`, `No such image: ...`), which no container log holds."""
-        result = self.engine.run(
-            "service",
-            "ps",
-            "--no-trunc",
-            "--format",
-            "{{.Node}}\t{{.CurrentState}}\t{{.Error}}",
-            service,
-            what="service ps",
-            check=False,
-        )
         rows = []
-        for line in result.stdout.splitlines() if result.returncode == 0 else []:
-            node, _, rest = line.partition("\t")
-            state, _, error = rest.partition("\t")
+        for node, state, error in self._ps(service, ".Node", ".CurrentState", ".Error"):
             error = error.strip().strip('"')
             row = f"{node or 'no node'} {state}" + (f": {error}" if error else "")
             rows.append(printable(row))  # an error may quote a command or a path
-        return rows[:HISTORY_ROWS][::-1]  # `service ps` lists the newest first
+        return rows[:HISTORY_ROWS][::-1]  # oldest first
 
     def logs(self, name: str) -> Logs:
         name = validate_name(name)
