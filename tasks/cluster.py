@@ -6,6 +6,7 @@ from invoke.context import Context
 from invoke.tasks import task
 
 from bandkit.errors import BandkitError
+from bandkit.terminal import printable
 from tasks._common import RUN_DIR_HELP, need, reports, resolve_run_dir
 
 KIT_IMAGE = "band-python-kit:local"
@@ -107,3 +108,37 @@ def cluster_down(c: Context, run_dir: str = "") -> None:
     if not report.clean:
         raise BandkitError("some pieces could not be removed (above); run cluster.down again")
     print("cluster.down: nothing left" if report.removed else "cluster.down: no local cluster")
+
+
+@task(
+    name="drain",
+    help={
+        "node": "the node to drain (its hostname: node1, node2, ...)",
+        "undo": "let the node take tasks again instead",
+    },
+)
+@reports("cluster.drain")
+def cluster_drain(c: Context, node: str = "", undo: bool = False) -> None:
+    """Drain a node of the swarm the swarm runtime runs on (BANDKIT_SWARM_HOST, else the
+    local cluster) for maintenance: the kit's sandboxes are moved off it first, in an order
+    that spares them Docker Engine's 30 s overlay join stall, then the node is drained
+    (`docker node update --availability drain`). --undo makes it active again. Re-run
+    either after an interruption: a killed drain's constraints are taken away first."""
+    import os
+
+    from bandkit.runtimes.docker.engine import Engine
+    from bandkit.runtimes.select import SWARM_HOST_ENV
+    from bandkit.runtimes.swarm import drain
+    from bandkit.runtimes.swarm.runtime import manager_host
+
+    node = need(node, "--node", "node2")
+    engine = Engine("docker", manager_host(os.environ.get(SWARM_HOST_ENV) or None))
+
+    def say(line: str) -> None:
+        print(printable(f"cluster.drain: {line}"), flush=True)
+
+    if undo:
+        drain.activate(engine, node, out=say)
+        say(f"{node} is active: it takes new tasks (the swarm moves none back)")
+        return
+    say(drain.drain(engine, node, out=say).line())

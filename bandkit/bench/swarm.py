@@ -10,12 +10,14 @@ scratch directory): `cluster.up --nodes 3`, `platform.up`, then
   `fleet.up`, which has nothing to do (target 5 s);
 - the echo round trip with every agent connected: one mention per agent in turn, from
   sent to its answer in the room (polled every 20 ms), p50 and p95 (target p95 1 s);
-- a drain of the node with the most agents, timed until each of its agents runs on another
-  node and answers a mention sent there as soon as it runs (target 30 s for the last; the
-  median is printed beside it); a mention sent to each as the drain starts must be
-  answered too (lost: target 0); the engine's overlay bulk-sync stalls meanwhile are
+- `cluster.drain` of the node with the most agents, timed until each of its agents runs on
+  another node and answers a mention sent there as soon as it runs (target 30 s for the
+  last; the median is printed beside it); a mention sent to each as the drain starts must
+  be answered too (lost: target 0); the engine's overlay bulk-sync stalls meanwhile are
   counted from the nodes' daemon logs (each holds a network join, and its agent, for
-  Engine 20.10's fixed 30 s: moby/moby#41524);
+  Engine 20.10's fixed 30 s: moby/moby#41524); then, for comparison, the same of the
+  engine's own drain (`docker node update --availability drain`) of the node with the
+  most agents after that, with the stalls `cluster.drain` spares its agents;
 - `fleet.rollout --image band-python-kit:local --parallel 5`, which replaces every sandbox
   in batches: a marker sent to each agent as its old sandbox is removed, and how many are
   never answered (target 0), with the CPU and the stalls meanwhile;
@@ -61,7 +63,8 @@ PARALLEL_ROLLOUT: Final = 5
 TARGETS: Final = {"up": 60.0, "noop": 5.0, "p95": 1.0, "drain": 30.0}
 COMMAND_TIMEOUT_S: Final = 900.0
 ANSWER_TIMEOUT_S: Final = 120.0
-POLL_S: Final = 0.02
+POLL_S: Final = 0.02  # a round trip's resolution (one mention awaited at a time)
+MOVE_POLL_S: Final = 0.25  # a drain's: a dozen awaited at once, each poll a platform request
 LIMITS_FORMAT: Final = "{{json .Spec.TaskTemplate.Resources.Limits}}"
 STALL: Final = "Bulk sync to node"  # "... <id> timed out": a join held 30 s (moby#41524)
 
@@ -105,7 +108,10 @@ class _Run:
         self.url = self.key = ""
 
     def argv(self, task: str, *args: str) -> list[str]:
-        return [sys.executable, "-m", "invoke", task, "--run-dir", str(self.run_dir), *args]
+        """The task's command line; `--run-dir` for every task but `cluster.drain` (it
+        acts on the swarm itself)."""
+        scoped = [] if task == "cluster.drain" else ["--run-dir", str(self.run_dir)]
+        return [sys.executable, "-m", "invoke", task, *scoped, *args]
 
     def invoke(self, task: str, *args: str) -> float:
         began = time.monotonic()
@@ -148,12 +154,14 @@ class _Run:
 
         return bool(agent_check.reply_to(**self._where(name), token=text))
 
-    def wait_answered(self, name: str, text: str, timeout_s: float = ANSWER_TIMEOUT_S) -> bool:
+    def wait_answered(
+        self, name: str, text: str, timeout_s: float = ANSWER_TIMEOUT_S, poll: float = POLL_S
+    ) -> bool:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.answered(name, text):
                 return True
-            time.sleep(POLL_S)
+            time.sleep(poll)
         return False
 
     def status(self) -> list[dict[str, str]]:
@@ -219,11 +227,13 @@ def _stalls(made: Cluster, since: float, until: float) -> int:
     return count
 
 
-def _drain(run: _Run) -> tuple[str, list[float], int, int]:
-    """Drain the node with the most agents: a marker to each of them as the drain starts;
-    as soon as one runs on another node, a second one to it. (node, each agent's time from
-    the drain to its second marker answered, markers sent at the start never answered,
-    the engine's bulk-sync stalls meanwhile.)"""
+def _drain(run: _Run, *, kit: bool) -> tuple[str, list[float], int, int]:
+    """Drain the node with the most agents, with `cluster.drain` when `kit`, else with the
+    engine's own `docker node update --availability drain`: a marker to each of its agents
+    as the drain starts; as soon as one runs on another node, a second one to it. (node,
+    each agent's time from the drain to its second marker answered, markers sent at the
+    start never answered, the engine's bulk-sync stalls meanwhile.) The node is made
+    active again after."""
     from bandkit.cluster.swarm import docker
 
     by_node: dict[str, list[str]] = {}
@@ -248,7 +258,16 @@ def _drain(run: _Run) -> tuple[str, list[float], int, int]:
         return {r[0].rsplit(".", 1)[0]: r[1] for r in rows if len(r) > 2 and r[2] == "Running"}
 
     began, wall = time.monotonic(), time.time()
-    docker(manager, "node", "update", "--availability", "drain", node)
+    if kit:
+        proc = subprocess.Popen(
+            run.argv("cluster.drain", "--node", node),
+            cwd=REPO,
+            env=run.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+    else:
+        docker(manager, "node", "update", "--availability", "drain", node)
     during = {name: f"moving:{secrets.token_hex(4)}" for name in names}
     for name, marker in during.items():
         run.mention(name, marker)
@@ -259,7 +278,8 @@ def _drain(run: _Run) -> tuple[str, list[float], int, int]:
     def answer(name: str) -> None:
         marker = f"moved:{secrets.token_hex(4)}"
         run.mention(name, marker)
-        if run.wait_answered(name, marker, max(deadline - time.monotonic(), 1.0)):
+        left = max(deadline - time.monotonic(), 1.0)
+        if run.wait_answered(name, marker, left, poll=MOVE_POLL_S):
             back[name] = time.monotonic() - began
 
     while len(waiting) < len(names) and time.monotonic() < deadline:
@@ -273,7 +293,13 @@ def _drain(run: _Run) -> tuple[str, list[float], int, int]:
         thread.join()
     lost = [n for n, m in during.items() if not run.wait_answered(n, m)]
     stalls = _stalls(made, wall, wall + time.monotonic() - began)
-    docker(manager, "node", "update", "--availability", "active", node)
+    if kit:
+        said, _ = proc.communicate(timeout=COMMAND_TIMEOUT_S)
+        if proc.returncode != 0:
+            raise RuntimeError(f"cluster.drain exited {proc.returncode}: {said.decode()[-800:]}")
+        run.invoke("cluster.drain", "--node", node, "--undo")
+    else:
+        docker(manager, "node", "update", "--availability", "active", node)
     silent = sorted(set(names) - set(back))
     if silent:
         raise RuntimeError(f"after the drain of {node}, no answer from {', '.join(silent)}")
@@ -392,7 +418,8 @@ def run() -> list[str]:
         faults = _faults(run, rows)
         trips = _round_trips(run, names)
         p95 = statistics.quantiles(trips, n=20)[-1] if len(trips) > 1 else trips[0]
-        node, back, drain_lost, stalls = _drain(run)
+        node, back, drain_lost, stalls = _drain(run, kit=True)
+        plain, plain_back, plain_lost, plain_stalls = _drain(run, kit=False)
         cpu, wall = _cpu(), time.time()
         rolled, sent, lost = _rollout(run, names)
         rolled_cpu, rolled_stalls = _busy(cpu), _stalls(made, wall, time.time())
@@ -403,10 +430,14 @@ def run() -> list[str]:
             f"  fleet.up again, nothing to do: {_mark('noop', noop)}",
             f"  echo round trip, all connected, {len(trips)} mentions: p50 "
             f"{statistics.median(trips):.2f} s, p95 {_mark('p95', p95)}",
-            f"  drain of {node} ({len(back)} agent(s)) until each, on another node, answered: "
-            f"{_mark('drain', back[-1])}; half of them within {statistics.median(back):.1f} s; "
-            f"messages sent as the drain began, lost: {_lost(drain_lost)}; "
-            f"{_stalled(stalls)} (`{STALL}` in the nodes' dockerd.log)",
+            f"  cluster.drain of {node} ({len(back)} agent(s)) until each, on another node, "
+            f"answered: {_mark('drain', back[-1])}; half of them within "
+            f"{statistics.median(back):.1f} s; messages sent as the drain began, lost: "
+            f"{_lost(drain_lost)}; {_stalled(stalls)} (`{STALL}` in the nodes' dockerd.log)",
+            f"  the engine's own drain (docker node update) of {plain} ({len(plain_back)} "
+            f"agent(s)), for comparison: the last answered in {plain_back[-1]:.1f} s, half "
+            f"within {statistics.median(plain_back):.1f} s; lost: {_lost(plain_lost)}; "
+            f"{_stalled(plain_stalls)}",
             f"  fleet.rollout --parallel {PARALLEL_ROLLOUT} (every sandbox replaced): "
             f"{rolled:.1f} s ({rolled_cpu}; {_stalled(rolled_stalls)}); markers sent {sent}, "
             f"lost {_lost(lost)}",

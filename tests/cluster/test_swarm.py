@@ -1,14 +1,14 @@
 """The swarm runtime on the local 3-node cluster, as the README walks through it in a fresh
 clone: an echo agent provisioned as swarm services answers `kit.ping`; the demo's meeting
 runs on the cluster beside it (`demo.up --runtime swarm`); the agent's key is only in its
-proxy's service; it answers again after its node is drained (a message sent while it
-moved answered afterwards), after its node's daemon restarts (`cluster.restart`), and from
-another node after every process of its node is killed (the node marked down), which
-`cluster.up` then starts again in place; `kit.unprovision` and `cluster.down` leave
-nothing. (A fleet on
-the cluster: the swarm benchmark's quick run in this lane, which fails on a fleet not on
-one image or not limited as its file says, on a message lost in a drain or
-a rollout, and on anything `fleet.down` leaves.)
+proxy's service; it answers again after its node is drained with `cluster.drain` (a
+message sent while it moved answered afterwards; no constraint of the drain's left),
+after its node's daemon restarts (`cluster.restart`), and from another node after every
+process of its node is killed (the node marked down), which `cluster.up` then starts
+again in place; `kit.unprovision` and `cluster.down` leave nothing. (A fleet on the
+cluster: the swarm benchmark's quick run in this lane, which fails on a fleet not on one
+image or not limited as its file says, on a message lost in a drain, either
+`cluster.drain` or the engine's own, or a rollout, and on anything `fleet.down` leaves.)
 
 Marked `cluster` (run by `nox -s cluster_tests`): root and a host Docker daemon.
 """
@@ -235,11 +235,21 @@ def _agent_container() -> tuple[str, str]:
 def _a_drained_node_moves_the_agent_and_a_message_sent_meanwhile_is_answered(
     clone: Path,
 ) -> None:
+    """`cluster.drain` as the README gives it: a ping sent once the agent's old task has
+    stopped is answered from another node; the node ends drained with no constraint of
+    the drain's left on any service, and `--undo` makes it active again."""
     task = _running_task()
     assert task is not None
     _task_id, node = task
     began = time.monotonic()
-    on_node(1, "node", "update", "--availability", "drain", node)
+    draining = subprocess.Popen(
+        ["bash", "-c", f"uv run invoke cluster.drain --node {node}"],
+        cwd=clone,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         # the old task has stopped (its container too): the ping is sent during the move
         wait_for(
@@ -250,17 +260,30 @@ def _a_drained_node_moves_the_agent_and_a_message_sent_meanwhile_is_answered(
         )
         ping = ok(clone, f"uv run invoke kit.ping --name {NAME} --timeout 60", timeout=120)
         answered = time.monotonic() - began
+        said, _ = draining.communicate(timeout=120)
+        assert draining.returncode == 0, said
+        assert f"cluster.drain: {node} drained in" in said, said
         assert f"echo: @{NAME} ping:" in ping.stdout
         moved = _running_task()
         assert moved is not None, "answered, yet no task of the agent runs"
         assert moved[1] != node, moved
         assert answered <= DRAIN_TARGET_S, f"answered {answered:.1f}s after the drain"
+        assert (
+            on_node(1, "node", "inspect", "--format", "{{.Spec.Availability}}", node).strip()
+            == "drain"
+        )
+        assert on_node(1, "service", "ls", "-q", "--filter", "label=bandkit.pin") == ""
+        assert json.dumps(_service(NAME)["Spec"]).count("node.hostname") == 0
         # the moved task stopped gracefully: its init passed the stop signal on
         logs = _service_logs(NAME)
         assert "FATAL tini" not in logs, logs[-2000:]
         assert f"Agent stopped: {NAME} (graceful=True)" in logs, logs[-2000:]
     finally:
-        on_node(1, "node", "update", "--availability", "active", node)
+        if draining.poll() is None:
+            draining.kill()
+            draining.wait(timeout=30)
+        undo = ok(clone, f"uv run invoke cluster.drain --node {node} --undo")
+    assert f"cluster.drain: {node} is active" in undo.stdout, undo.stdout
 
 
 def _ping(clone: Path, timeout: float = 90) -> None:

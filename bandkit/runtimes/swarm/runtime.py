@@ -130,6 +130,20 @@ _STAGED: dict[tuple[str, str], str] = {}
 _STAGING = threading.Lock()
 
 
+def manager_host(host: str | None) -> str:
+    """The DOCKER_HOST of the swarm manager to talk to: `host`, else this machine's local
+    cluster's (`cluster.up`, from whichever run directory)."""
+    if host:
+        return host
+    if not OWNER_FILE.exists():  # the local cluster of this machine, wherever its home
+        raise SandboxError(
+            "swarm: no swarm to run on: start the local cluster (`uv run invoke "
+            "cluster.up --nodes 3 --image band-python-kit:local`) or name a swarm "
+            "manager with --swarm-host (BANDKIT_SWARM_HOST)"
+        )
+    return ClusterNode(1).docker_host
+
+
 def proxy_name(owner: str, name: str) -> str:
     """The credential proxy service of sandbox `name` made by run `owner`: a DNS label
     (the agent reaches it by this name) of its own per run and sandbox."""
@@ -168,15 +182,7 @@ class SwarmRuntime(Runtime):
         return Engine(self._binary, self._manager_host())
 
     def _manager_host(self) -> str:
-        if self._host:
-            return self._host
-        if not OWNER_FILE.exists():  # the local cluster of this machine, wherever its home
-            raise SandboxError(
-                "swarm: no swarm to run on: start the local cluster (`uv run invoke "
-                "cluster.up --nodes 3 --image band-python-kit:local`) or name a swarm "
-                "manager with --swarm-host (BANDKIT_SWARM_HOST)"
-            )
-        return ClusterNode(1).docker_host
+        return manager_host(self._host)
 
     def _local_nodes(self) -> tuple[ClusterNode, ...]:
         engine = self.engine
