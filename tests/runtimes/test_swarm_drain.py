@@ -39,14 +39,15 @@ class Swarm:
     )
     stuck: set[str] = field(default_factory=set)  # services no node takes
     calls: list[list[str]] = field(default_factory=list)
-    joiners: set[str] = field(default_factory=set)  # moved off a node with no target named
-    overlaps: list[str] = field(default_factory=list)  # joins of two networks at once
+    joining: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
+    overlaps: list[str] = field(default_factory=list)  # two networks joined at once by a node
 
     def run(self, argv: list[str]) -> ExecResult:
         self.calls.append(argv)
         head, rest = argv[:2], argv[2:]
         if head == ["node", "ls"]:
-            return ExecResult(0, "".join(f"{n}\n" for n in self.nodes), "")
+            rows = [f"{n}\t{a.capitalize()}\n" for n, a in self.nodes.items()]
+            return ExecResult(0, "".join(rows), "")
         if head == ["node", "update"]:
             self.nodes[rest[-1]] = rest[1]
             return ExecResult(0, "", "")
@@ -93,20 +94,40 @@ class Swarm:
                 svc.constraints.remove(value)
         if self._fits(svc, svc.node):
             return  # only a constraint that the node no longer meets moves a task
-        if any(v.startswith("node.hostname!=") for f, v in pairs if f == "--constraint-add"):
-            preparing = [  # another sandbox's network joined meanwhile: the race
-                n
-                for n in self.joiners
-                if self.services[n].state == "Preparing" and self.services[n].sandbox != svc.sandbox
-            ]
-            if preparing:
-                self.overlaps.append(f"{name} while {preparing}")
-            self.joiners.add(name)
-        target = [n for n in sorted(self.nodes) if self._fits(svc, n) and name not in self.stuck]
-        if not target:
+        fit = [n for n in self.nodes if self._fits(svc, n) and name not in self.stuck]
+        if not fit:
             svc.node, svc.state = "", "Pending"
             return
-        svc.node, svc.state, svc.polls = target[0], "Preparing", PREPARING_POLLS
+        target = min(fit, key=lambda n: (self._load(n), n))  # spread, as the swarm does
+        joins = self._networks_new_to(target, name, svc)
+        racing = [
+            other
+            for other, (where, nets) in self.joining.items()
+            if where == target
+            and self.services[other].state == "Preparing"
+            and nets
+            and nets != joins
+        ]
+        if len(joins) > 1 or (joins and racing):
+            self.overlaps.append(f"{name} joins {sorted(joins)} on {target}; also {racing}")
+        svc.node, svc.state, svc.polls = target, "Preparing", PREPARING_POLLS
+        self.joining[name] = (target, joins)
+
+    def _load(self, node: str) -> int:
+        return sum(s.node == node for s in self.services.values())
+
+    def _networks_new_to(self, node: str, name: str, svc: Service) -> frozenset[str]:
+        """What a task of `name` joins on `node`: its sandbox's overlay where no other
+        service of the sandbox runs; the egress overlay for a proxy where none runs."""
+        others = [s for n, s in self.services.items() if n != name and s.node == node]
+        nets = set()
+        if all(o.sandbox != svc.sandbox for o in others):
+            nets.add(f"{svc.sandbox}-in")
+        if name.startswith("bkp-") and not any(
+            n.startswith("bkp-") and s.node == node for n, s in self.services.items() if n != name
+        ):
+            nets.add("egress")
+        return frozenset(nets)
 
     def _fits(self, svc: Service, node: str) -> bool:
         """On an active node that meets every `node.hostname==`/`!=` constraint."""
@@ -142,6 +163,7 @@ def _no_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _layout() -> Swarm:
+    """node1 to drain; node3 runs no credential proxy (no egress overlay) yet."""
     return Swarm(
         {
             "a": _kit("a", "node1"),  # its proxy is on node2
@@ -152,35 +174,54 @@ def _layout() -> Swarm:
             "bkp-c": _kit("c", "node1"),  # its agent is on node3
             "d": _kit("d", "node1"),  # both halves on node1
             "bkp-d": _kit("d", "node1"),
-            "e": _kit("e", "node2"),  # not on node1
-            "bkp-e": _kit("e", "node3"),
+            "e": _kit("e", "node2"),  # neither half on node1
+            "bkp-e": _kit("e", "node2"),
+            "f": _kit("f", "node3"),
+            "bkp-f": _kit("f", "node1"),  # its agent is on node3 too
+            "g": _kit("g", "node2"),
+            "bkp-g": _kit("g", "node2"),
+            "h": _kit("h", "node1"),  # both halves on node1
+            "bkp-h": _kit("h", "node1"),
         }
     )
 
 
-def test_each_sandbox_moves_beside_its_other_half_and_the_rest_join_one_at_a_time() -> None:
+def test_sandboxes_move_beside_their_other_half_and_no_node_joins_two_networks_at_once() -> None:
     swarm = _layout()
+    swarm.nodes["node4"] = "active"  # an empty node: no network of ours there yet
     said: list[str] = []
     done = drain.drain(FakeEngine(swarm=swarm), "node1", out=said.append)
     where = swarm.where()
     assert where["a"] == "node2"  # beside its other half
     assert where["bkp-c"] == "node3"
+    assert where["bkp-f"] == "node3"
+    assert where["b"] == "node4"  # the swarm's pick: the empty node
+    assert where["bkp-b"] == "node4"  # beside its agent: node4 ran no proxy (no egress)
+    pinned: dict[str, list[str]] = {}
+    for argv in swarm.calls:
+        added = [argv[i + 1] for i, a in enumerate(argv) if a == "--constraint-add"]
+        pinned.setdefault(argv[-1], []).extend(added)
+    # after that every node ran a proxy: the agent went where the swarm put it, the proxy
+    # to another node, as they were placed
+    for agent in ("d", "h"):
+        assert pinned[agent] == ["node.hostname!=node1"]
+        assert pinned[f"bkp-{agent}"] == ["node.hostname!=node1", f"node.hostname!={where[agent]}"]
+        assert where[f"bkp-{agent}"] != where[agent]
     assert "node1" not in where.values()
-    assert swarm.overlaps == []  # no join started while another one was being prepared
+    assert swarm.overlaps == []
     assert swarm.nodes["node1"] == "drain"
     for name, svc in swarm.services.items():
         assert svc.constraints == [], name
         assert drain.PIN_LABEL not in svc.labels, name
         assert svc.state == "Running", name
     updated = {argv[-1] for argv in swarm.calls if argv[:2] == ["service", "update"]}
-    assert updated.isdisjoint({"e", "bkp-e"})  # nothing not on node1 was touched
+    assert updated.isdisjoint({"e", "bkp-e", "g", "bkp-g"})  # nothing else was touched
     drained = next(i for i, a in enumerate(swarm.calls) if a[:2] == ["node", "update"])
-    assert all(s.node != "node1" for s in swarm.services.values())
     pins = [i for i, a in enumerate(swarm.calls) if "--constraint-add" in a]
     assert max(pins) < drained  # the node is drained once every move is made
-    assert [m.joins for m in done.moves] == [False, True, False, True]  # a, b, c, d
-    assert "moving 4 sandbox(es) off it: 2 beside their other half, 2 one at a time" in said[0]
-    assert "6 service(s) of 4 sandbox(es) moved" in done.line()
+    assert [m.beside for m in done.moves] == ["node2", "", "node3", "", "node3", ""]
+    assert "moving 6 sandbox(es) off it: 3 beside their other half, 3 one at a time" in said[0]
+    assert "9 service(s) of 6 sandbox(es) moved" in done.line()
 
 
 def test_a_killed_drain_s_constraints_are_taken_away_by_the_next_run_either_way() -> None:
@@ -196,14 +237,16 @@ def test_a_killed_drain_s_constraints_are_taken_away_by_the_next_run_either_way(
     assert swarm.services["a"].constraints == []
     assert swarm.services["b"].constraints == ["node.role==manager"]  # a person's: kept
     assert all(drain.PIN_LABEL not in s.labels for s in swarm.services.values())
-    assert said == [f"b: label {drain.PIN_LABEL} holds no drain's constraint; removed"]
+    assert said == [
+        f"b: label {drain.PIN_LABEL} names 'node.role==manager', not a drain's constraint: kept"
+    ]
 
 
 def test_an_unknown_node_is_named_and_nothing_changes() -> None:
     swarm = _layout()
     with pytest.raises(SandboxError, match=r"no node 'node9'.*node1, node2, node3"):
         drain.drain(FakeEngine(swarm=swarm), "node9", out=print)
-    assert swarm.calls == [["node", "ls", "--format", "{{.Hostname}}"]]
+    assert [argv[:2] for argv in swarm.calls] == [["node", "ls"]]
 
 
 def test_a_sandbox_no_node_takes_fails_the_drain_and_leaves_no_constraint(
@@ -241,3 +284,26 @@ def test_the_task_says_what_is_missing_and_what_failed_without_a_traceback(
         assert done.returncode == 1, done.stdout + done.stderr
         assert said in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_a_proxy_no_other_node_takes_goes_beside_its_agent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One node left to move to: the proxy cannot go to another node than its agent's,
+    so after JOIN_WAIT_S it goes beside it."""
+    monkeypatch.setattr(drain, "JOIN_WAIT_S", 0.05)
+    swarm = Swarm(
+        {
+            "b": _kit("b", "node1"),
+            "bkp-b": _kit("b", "node1"),
+            "e": _kit("e", "node2"),
+            "bkp-e": _kit("e", "node2"),
+        },
+        nodes={"node1": "active", "node2": "active"},
+    )
+    drain.drain(FakeEngine(swarm=swarm), "node1", out=print)
+    assert swarm.where() == {"b": "node2", "bkp-b": "node2", "e": "node2", "bkp-e": "node2"}
+    assert swarm.nodes["node1"] == "drain"
+    for name, svc in swarm.services.items():
+        assert svc.constraints == [], name
+        assert drain.PIN_LABEL not in svc.labels, name

@@ -8,14 +8,20 @@ one peer with a single acknowledgement, so one of them waits out a fixed 30 s
 (moby/moby#41524, `Bulk sync to node ... timed out` in that node's daemon log), and the
 agent it carries waits with it.
 
-Here the swarm still places every task; the kit only orders the moves:
+A join happens when a task lands on a node that lacks one of its networks: its sandbox's
+internal overlay, and for a credential proxy also `bandkit-egress`, the overlay every
+proxy shares (on each node that runs one). Here the swarm still places every task; the
+kit only orders the moves so that no node ever joins two networks at once:
 
 1. A service of a sandbox whose other service (agent or credential proxy) runs on another
-   node gets the constraint `node.hostname==<that node>`: its network is already there,
-   so the move joins nothing. These are all moved at once.
-2. A sandbox with both services on the node gets `node.hostname!=<node>` on both, one
-   sandbox at a time, each until its new tasks are prepared (their network joined): no
-   two joins ever race.
+   node gets the constraint `node.hostname==<that node>`: its sandbox's network is already
+   there. These are all moved at once, but for one proxy per node that has no proxy yet,
+   moved first and alone (it joins the egress overlay there).
+2. A sandbox with both services on the node moves one sandbox at a time, each until its
+   new tasks are prepared (their networks joined): both at once (`node.hostname!=<node>`,
+   the swarm picks their nodes; each joins only its sandbox's network) when every node
+   they may land on runs a proxy already; else its agent first, then its proxy beside it
+   (`node.hostname==<the agent's node>`; it joins at most the egress overlay).
 3. Once every moved service runs on another node, the node is drained (whatever else runs
    there is moved by the swarm), and the constraints are taken away again: a placed task
    stays where it is when only its constraints change.
@@ -37,12 +43,14 @@ from dataclasses import dataclass
 from bandkit.runtimes.base import SandboxError
 from bandkit.runtimes.docker.engine import Engine
 from bandkit.runtimes.docker.ownership import LABEL, OWNER_LABEL
+from bandkit.runtimes.swarm.objects import PROXY_PREFIX
 from bandkit.terminal import printable
 
 PIN_LABEL = "bandkit.pin"  # on a service cluster.drain constrained: the constraint it added
 PIN = re.compile(r"node\.hostname(==|!=)[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 MEANT_TO_RUN = ("--filter", "desired-state=running", "--filter", "desired-state=ready")
 PREPARED = frozenset({"Ready", "Starting", "Running"})  # its networks are joined by then
+PLACED = frozenset({"Assigned", "Accepted", "Preparing"}) | PREPARED  # it has its node
 JOIN_WAIT_S = 30.0  # a move that joins is given this long to be prepared before the next
 MOVE_TIMEOUT_S = 120.0  # every moved service runs on another node by then
 POLL_S = 0.2
@@ -52,13 +60,18 @@ Log = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Move:
-    """Services of one sandbox to move together, the constraint that moves them, and
-    whether they join their network on a node they are new to."""
+    """The services of one sandbox on the node to drain, and the node its other service
+    runs on ("" when none runs elsewhere: both move, one at a time)."""
 
     sandbox: str
     services: tuple[str, ...]
-    constraint: str
-    joins: bool
+    beside: str
+
+    def proxies(self) -> tuple[str, ...]:
+        return tuple(s for s in self.services if s.startswith(PROXY_PREFIX))
+
+    def agents(self) -> tuple[str, ...]:
+        return tuple(s for s in self.services if not s.startswith(PROXY_PREFIX))
 
 
 @dataclass(frozen=True)
@@ -69,11 +82,11 @@ class Drained:
 
     def line(self) -> str:
         services = sum(len(m.services) for m in self.moves)
-        joins = sum(m.joins for m in self.moves)
+        alone = sum(not m.beside for m in self.moves)
         return (
             f"{self.node} drained in {self.seconds:.1f}s: {services} service(s) of "
-            f"{len(self.moves)} sandbox(es) moved ({len(self.moves) - joins} beside their "
-            f"other half, {joins} one at a time)"
+            f"{len(self.moves)} sandbox(es) moved ({len(self.moves) - alone} beside their "
+            f"other half, {alone} one at a time)"
         )
 
 
@@ -86,40 +99,91 @@ def plan(node: str, placed: Mapping[str, tuple[str, str]]) -> list[Move]:
     moves = []
     for sandbox, services in sorted(by_sandbox.items()):
         here = tuple(s for s, where in services if where == node)
-        if not here:
-            continue
         beside = sorted({where for _s, where in services if where not in ("", node)})
-        if beside:
-            moves.append(Move(sandbox, here, f"node.hostname=={beside[0]}", joins=False))
-        else:
-            moves.append(Move(sandbox, here, f"node.hostname!={node}", joins=True))
+        if here:
+            moves.append(Move(sandbox, here, beside[0] if beside else ""))
     return moves
+
+
+def _proxied(placed: Mapping[str, tuple[str, str]]) -> set[str]:
+    """The nodes a credential proxy runs on: each has the egress overlay."""
+    return {where for s, (_box, where) in placed.items() if s.startswith(PROXY_PREFIX) and where}
+
+
+def first_proxies(moves: Sequence[Move], placed: Mapping[str, tuple[str, str]]) -> list[Move]:
+    """Of the moves beside another half, one per node that runs no proxy yet and that a
+    proxy moves to: that proxy joins the egress overlay there."""
+    have = _proxied(placed)
+    first: dict[str, Move] = {}
+    for move in moves:
+        if move.beside and move.proxies() and move.beside not in have:
+            first.setdefault(move.beside, move)
+    return list(first.values())
 
 
 def drain(engine: Engine, node: str, *, out: Log) -> Drained:
     """Move the kit's services off `node` as the module says, then drain it."""
     began = time.monotonic()
-    _known(engine, node)
+    active = _known(engine, node) - {node}
     unpin(engine, out=out)
-    moves = plan(node, _placed(engine))
-    together = [m for m in moves if not m.joins]
-    alone = [m for m in moves if m.joins]
+    placed = _placed(engine)
+    moves = plan(node, placed)
+    first = first_proxies(moves, placed)
+    together = [m for m in moves if m.beside and m not in first]
+    alone = [m for m in moves if not m.beside]
     out(
-        f"{node}: moving {len(moves)} sandbox(es) off it: {len(together)} beside their "
-        f"other half, {len(alone)} one at a time"
+        f"{node}: moving {len(moves)} sandbox(es) off it: {len(moves) - len(alone)} beside "
+        f"their other half, {len(alone)} one at a time"
     )
     try:
-        for move in together:
-            _pin(engine, move)
-        for move in alone:
-            _pin(engine, move)
+        for move in first:
+            _pin(engine, move.services, f"node.hostname=={move.beside}")
             _wait(engine, move.services, node, PREPARED, JOIN_WAIT_S, strict=False)
+        for move in together:
+            _pin(engine, move.services, f"node.hostname=={move.beside}")
+        egress = {m.beside for m in first} | _proxied(placed)
+        for move in alone:
+            egress |= _one_at_a_time(engine, move, node, spread=active <= egress, out=out)
         services = tuple(s for m in moves for s in m.services)
         _wait(engine, services, node, frozenset({"Running"}), MOVE_TIMEOUT_S, strict=True)
         engine.run("node", "update", "--availability", "drain", node, what="node update")
     finally:
         unpin(engine, out=out)
     return Drained(node, tuple(moves), time.monotonic() - began)
+
+
+def _one_at_a_time(engine: Engine, move: Move, node: str, *, spread: bool, out: Log) -> set[str]:
+    """Both services off `node`, until prepared; the nodes its proxies landed on.
+
+    When `spread` (every node they may land on runs a proxy: each joins only its
+    sandbox's network) the agent goes where the swarm puts it and the proxy to another
+    node, as they were placed (beside the agent if no other node takes it within
+    JOIN_WAIT_S); else the agent first, then its proxy beside it (a proxy joins at most
+    the egress overlay). One half alone goes where the swarm puts it."""
+    away = f"node.hostname!={node}"
+    agents, proxies = move.agents(), move.proxies()
+    if not agents or not proxies:
+        _pin(engine, move.services, away)
+        _wait(engine, move.services, node, PREPARED, JOIN_WAIT_S, strict=False)
+    else:
+        _pin(engine, agents, away)
+        _wait(engine, agents, node, PLACED if spread else PREPARED, JOIN_WAIT_S, strict=False)
+        landed = _nodes(engine, agents[:1], node)
+        if landed and spread:
+            _pin(engine, proxies, away, f"node.hostname!={landed[0]}")
+            if not _wait(engine, proxies, node, PREPARED, JOIN_WAIT_S, strict=False):
+                for proxy in proxies:
+                    _unpin(engine, proxy, f"{away};node.hostname!={landed[0]}", out)
+        if not _nodes(engine, proxies, node):
+            beside = f"node.hostname=={landed[0]}" if landed else away
+            _pin(engine, proxies, beside)
+        _wait(engine, move.services, node, PREPARED, JOIN_WAIT_S, strict=False)
+    return set(_nodes(engine, proxies, node))
+
+
+def _nodes(engine: Engine, services: Sequence[str], node: str) -> list[str]:
+    """The nodes other than `node` that tasks meant to run of `services` are on."""
+    return [w for _s, w, _state in _tasks(engine, services) if w not in ("", node)]
 
 
 def activate(engine: Engine, node: str, *, out: Log) -> None:
@@ -144,13 +208,8 @@ def unpin(engine: Engine, *, out: Log) -> None:
         *ids,
         what="service inspect",
     ).stdout.splitlines()
-    for service, constraint in (row.split("\t", 1) for row in rows if "\t" in row):
-        args = ["--label-rm", PIN_LABEL]
-        if PIN.fullmatch(constraint):  # only a constraint of the form a drain adds
-            args += ["--constraint-rm", constraint]
-        else:
-            out(f"{printable(service)}: label {PIN_LABEL} holds no drain's constraint; removed")
-        engine.run("service", "update", "--detach", *args, service, what="service update")
+    for service, recorded in (row.split("\t", 1) for row in rows if "\t" in row):
+        _unpin(engine, service, recorded, out)
 
 
 def _label(key: str) -> str:
@@ -158,8 +217,13 @@ def _label(key: str) -> str:
     return '{{index .Spec.Labels "' + key + '"}}'
 
 
-def _known(engine: Engine, node: str) -> None:
-    names = engine.run("node", "ls", "--format", "{{.Hostname}}", what="node ls").stdout.split()
+def _known(engine: Engine, node: str) -> set[str]:
+    """The swarm's nodes that take tasks (`node` is one of its nodes, by a unique name)."""
+    rows = engine.run(
+        "node", "ls", "--format", "{{.Hostname}}\t{{.Availability}}", what="node ls"
+    ).stdout.splitlines()
+    nodes = [row.split("\t") for row in rows if "\t" in row]
+    names = [name for name, _availability in nodes]
     if node not in names:
         raise SandboxError(
             f"no node {printable(node)!r} in the swarm; its nodes: {', '.join(sorted(names))}"
@@ -169,6 +233,7 @@ def _known(engine: Engine, node: str) -> None:
             f"{names.count(node)} nodes are named {node!r}: drain one by its ID with "
             "`docker node update --availability drain ID`"
         )
+    return {name for name, availability in nodes if availability.lower() == "active"}
 
 
 def _placed(engine: Engine) -> dict[str, tuple[str, str]]:
@@ -212,19 +277,34 @@ def _tasks(engine: Engine, services: Sequence[str]) -> list[tuple[str, str, str]
     return found
 
 
-def _pin(engine: Engine, move: Move) -> None:
-    for service in move.services:
+def _pin(engine: Engine, services: Sequence[str], *constraints: str) -> None:
+    """Add `constraints` to each service, with the label that records them (one update)."""
+    added = [arg for c in constraints for arg in ("--constraint-add", c)]
+    for service in services:
         engine.run(
             "service",
             "update",
             "--detach",
             "--label-add",
-            f"{PIN_LABEL}={move.constraint}",
-            "--constraint-add",
-            move.constraint,
+            f"{PIN_LABEL}={';'.join(constraints)}",
+            *added,
             service,
             what="service update",
         )
+
+
+def _unpin(engine: Engine, service: str, recorded: str, out: Log) -> None:
+    """Take from `service` the constraints its label records, and the label."""
+    args = ["--label-rm", PIN_LABEL]
+    for constraint in recorded.split(";"):
+        if PIN.fullmatch(constraint):  # only a constraint of the form a drain adds
+            args += ["--constraint-rm", constraint]
+        else:
+            out(
+                f"{printable(service)}: label {PIN_LABEL} names {printable(constraint)!r}, "
+                "not a drain's constraint: kept"
+            )
+    engine.run("service", "update", "--detach", *args, service, what="service update")
 
 
 def _wait(
@@ -235,19 +315,19 @@ def _wait(
     timeout: float,
     *,
     strict: bool,
-) -> None:
-    """Until each of `services` has a task in `states` on another node than `node`;
-    past `timeout`, an error when `strict`, else on."""
+) -> bool:
+    """Until each of `services` has a task in `states` on another node than `node`
+    (True); past `timeout`, an error when `strict`, else False."""
     deadline = time.monotonic() + timeout
     while True:
         tasks = _tasks(engine, services)
         there = {s for s, where, state in tasks if where not in ("", node) and state in states}
         left = sorted(set(services) - there)
         if not left:
-            return
+            return True
         if time.monotonic() > deadline:
             if not strict:
-                return
+                return False
             raise SandboxError(
                 f"{', '.join(left)} did not run on another node than {node} within "
                 f"{timeout:.0f}s; see `docker service ps` on the swarm ({node} is not drained)"
