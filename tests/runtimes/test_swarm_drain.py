@@ -290,8 +290,9 @@ def test_a_proxy_no_other_node_takes_goes_beside_its_agent(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """One node left to move to: the proxy cannot go to another node than its agent's,
-    so after JOIN_WAIT_S it goes beside it."""
-    monkeypatch.setattr(drain, "JOIN_WAIT_S", 0.05)
+    so after SPREAD_WAIT_S it goes beside it."""
+    for wait in ("SPREAD_WAIT_S", "JOIN_WAIT_S", "MOVE_TIMEOUT_S"):
+        monkeypatch.setattr(drain, wait, 0.05)
     swarm = Swarm(
         {
             "b": _kit("b", "node1"),

@@ -18,17 +18,19 @@ kit only orders the moves so that no node ever joins two networks at once:
    there. These are all moved at once, but for one proxy per node that has no proxy yet,
    moved first and alone (it joins the egress overlay there).
 2. A sandbox with both services on the node moves one sandbox at a time, each until its
-   new tasks are prepared (their networks joined): both at once (`node.hostname!=<node>`,
-   the swarm picks their nodes; each joins only its sandbox's network) when every node
-   they may land on runs a proxy already; else its agent first, then its proxy beside it
-   (`node.hostname==<the agent's node>`; it joins at most the egress overlay).
+   new tasks are prepared (their networks joined): its agent goes where the swarm puts
+   it (`node.hostname!=<node>`), its proxy to another node (`!=` that one too), as the
+   two were placed, each joining only its sandbox's network; when a node they may land
+   on runs no proxy yet (no egress overlay), or no other node takes the proxy within
+   SPREAD_WAIT_S, the proxy goes beside its agent instead (`node.hostname==<its node>`,
+   joining at most the egress overlay) once the agent is prepared there.
 3. Once every moved service runs on another node, the node is drained (whatever else runs
    there is moved by the swarm), and the constraints are taken away again: a placed task
    stays where it is when only its constraints change.
 
-Each constraint is added in the same `service update` as a `bandkit.pin` label holding it,
-so a drain killed at any point leaves services that the next `cluster.drain` (either
-way) finds by that label and frees. The services moved are the kit's (label
+Constraints are added in the same `service update` as a `bandkit.pin` label that records
+them (`;`-separated), so a drain killed at any point leaves services that the next
+`cluster.drain` (either way) finds by that label and frees. The services moved are the kit's (label
 `bandkit.sandbox`), whichever run made them; nothing else is touched but the node's
 availability.
 """
@@ -46,12 +48,13 @@ from bandkit.runtimes.docker.ownership import LABEL, OWNER_LABEL
 from bandkit.runtimes.swarm.objects import PROXY_PREFIX
 from bandkit.terminal import printable
 
-PIN_LABEL = "bandkit.pin"  # on a service cluster.drain constrained: the constraint it added
+PIN_LABEL = "bandkit.pin"  # on a service cluster.drain constrained: the constraints it added
 PIN = re.compile(r"node\.hostname(==|!=)[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 MEANT_TO_RUN = ("--filter", "desired-state=running", "--filter", "desired-state=ready")
 PREPARED = frozenset({"Ready", "Starting", "Running"})  # its networks are joined by then
 PLACED = frozenset({"Assigned", "Accepted", "Preparing"}) | PREPARED  # it has its node
 JOIN_WAIT_S = 30.0  # a move that joins is given this long to be prepared before the next
+SPREAD_WAIT_S = 5.0  # a proxy sent away from its agent's node is placed by then, or stays
 MOVE_TIMEOUT_S = 120.0  # every moved service runs on another node by then
 POLL_S = 0.2
 
@@ -158,7 +161,7 @@ def _one_at_a_time(engine: Engine, move: Move, node: str, *, spread: bool, out: 
     When `spread` (every node they may land on runs a proxy: each joins only its
     sandbox's network) the agent goes where the swarm puts it and the proxy to another
     node, as they were placed (beside the agent if no other node takes it within
-    JOIN_WAIT_S); else the agent first, then its proxy beside it (a proxy joins at most
+    SPREAD_WAIT_S); else the agent first, then its proxy beside it (a proxy joins at most
     the egress overlay). One half alone goes where the swarm puts it."""
     away = f"node.hostname!={node}"
     agents, proxies = move.agents(), move.proxies()
@@ -171,7 +174,7 @@ def _one_at_a_time(engine: Engine, move: Move, node: str, *, spread: bool, out: 
         landed = _nodes(engine, agents[:1], node)
         if landed and spread:
             _pin(engine, proxies, away, f"node.hostname!={landed[0]}")
-            if not _wait(engine, proxies, node, PREPARED, JOIN_WAIT_S, strict=False):
+            if not _wait(engine, proxies, node, PLACED, SPREAD_WAIT_S, strict=False):
                 for proxy in proxies:
                     _unpin(engine, proxy, f"{away};node.hostname!={landed[0]}", out)
         if not _nodes(engine, proxies, node):
