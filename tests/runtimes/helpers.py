@@ -198,3 +198,20 @@ def make_kit(parent: Path, env: dict[str, str] | None = None) -> Path:
         spec["environment"] = {"variables": {**INSECURE, **(env or {})}}
         (target / "spec.yaml").write_text(pyyaml.safe_dump(spec))
     return kit
+
+
+def refused(task: str, *args: str, env: dict[str, str] | None = None) -> str:
+    """`python -m invoke TASK ARGS` from the repository root, expected to refuse: exit 1
+    with no traceback; its stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "invoke", task, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.stderr
