@@ -219,6 +219,7 @@ def test_sandboxes_move_beside_their_other_half_and_no_node_joins_two_networks_a
     assert max(pins) < drained  # the node is drained once every move is made
     assert [m.beside for m in done.moves] == ["node2", "", "node3", "", "node3", ""]
     assert "moving 6 sandbox(es) off it: 3 beside their other half, 3 one at a time" in said[0]
+    assert said[1:] == [f"{box}: moved ({n} of 3 one at a time)" for n, box in enumerate("bdh", 1)]
     assert "9 service(s) of 6 sandbox(es) moved" in done.line()
 
 

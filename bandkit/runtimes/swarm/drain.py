@@ -145,8 +145,10 @@ def drain(engine: Engine, node: str, *, out: Log) -> Drained:
         for move in together:
             _pin(engine, move.services, f"node.hostname=={move.beside}")
         egress = {m.beside for m in first} | _proxied(placed)
-        for move in alone:
+        for done, move in enumerate(alone, 1):
             egress |= _one_at_a_time(engine, move, node, spread=active <= egress, out=out)
+            name = move.sandbox.split("/", 1)[-1]  # owner/name
+            out(f"{printable(name)}: moved ({done} of {len(alone)} one at a time)")
         services = tuple(s for m in moves for s in m.services)
         _wait(engine, services, node, frozenset({"Running"}), MOVE_TIMEOUT_S, strict=True)
         engine.run("node", "update", "--availability", "drain", node, what="node update")
