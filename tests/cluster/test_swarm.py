@@ -261,6 +261,10 @@ def _a_drained_node_moves_the_agent_and_a_message_sent_meanwhile_is_answered(
         ping = ok(clone, f"uv run invoke kit.ping --name {NAME} --timeout 60", timeout=120)
         answered = time.monotonic() - began
         said, _ = draining.communicate(timeout=120)
+        print(
+            f"{node} drained: the agent answered after {answered:.1f}s; the drain took "
+            f"{time.monotonic() - began:.1f}s"
+        )
         assert draining.returncode == 0, said
         assert f"cluster.drain: {node} drained in" in said, said
         assert f"echo: @{NAME} ping:" in ping.stdout

@@ -30,9 +30,10 @@ kit only orders the moves so that no node ever joins two networks at once:
 
 Constraints are added in the same `service update` as a `bandkit.pin` label that records
 them (`;`-separated), so a drain killed at any point leaves services that the next
-`cluster.drain` (either way) finds by that label and frees. The services moved are the kit's (label
-`bandkit.sandbox`), whichever run made them; nothing else is touched but the node's
-availability.
+`cluster.drain` (either way) finds by that label and frees. For that, every drain starts
+by freeing every pin it finds: run one drain at a time. The services moved are the kit's
+(label `bandkit.sandbox`), whichever run made them; nothing else is touched but the
+node's availability.
 """
 
 from __future__ import annotations
