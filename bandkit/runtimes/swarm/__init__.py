@@ -10,6 +10,8 @@ The modules, one concern each:
 - `egress`: the overlay the credential proxies share, their way off their node;
 - `relay`: the platform relay on the local cluster's hub (a host process whose listening
   sockets live in the hub's network namespace), with its policy log.
+- `drain` (imported by name: `cluster.drain`): a node drained with the kit's sandboxes
+  moved off it first, in an order that spares them the engine's overlay join race.
 """
 
 from bandkit.runtimes.swarm.runtime import SwarmRuntime
