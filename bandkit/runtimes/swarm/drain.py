@@ -46,12 +46,11 @@ from dataclasses import dataclass
 from bandkit.runtimes.base import SandboxError
 from bandkit.runtimes.docker.engine import Engine
 from bandkit.runtimes.docker.ownership import LABEL, OWNER_LABEL
-from bandkit.runtimes.swarm.objects import PROXY_PREFIX
+from bandkit.runtimes.swarm.objects import PROXY_PREFIX, ps
 from bandkit.terminal import printable
 
 PIN_LABEL = "bandkit.pin"  # on a service cluster.drain constrained: the constraints it added
 PIN = re.compile(r"node\.hostname(==|!=)[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
-MEANT_TO_RUN = ("--filter", "desired-state=running", "--filter", "desired-state=ready")
 PREPARED = frozenset({"Ready", "Starting", "Running"})  # its networks are joined by then
 PLACED = frozenset({"Assigned", "Accepted", "Preparing"}) | PREPARED  # it has its node
 JOIN_WAIT_S = 30.0  # a move that joins is given this long to be prepared before the next
@@ -264,23 +263,10 @@ def _placed(engine: Engine) -> dict[str, tuple[str, str]]:
 
 def _tasks(engine: Engine, services: Sequence[str]) -> list[tuple[str, str, str]]:
     """(service, node, current state) of each task meant to run of `services`."""
-    if not services:
-        return []
-    rows = engine.run(
-        "service",
-        "ps",
-        *MEANT_TO_RUN,
-        "--format",
-        "{{.Name}}\t{{.Node}}\t{{.CurrentState}}",
-        *services,
-        what="service ps",
-    ).stdout.splitlines()
-    found = []
-    for row in rows:
-        parts = row.split("\t")
-        if len(parts) == 3 and parts[2]:
-            found.append((parts[0].rsplit(".", 1)[0], parts[1], parts[2].split()[0]))
-    return found
+    rows = ps(engine, services, ".Name", ".Node", ".CurrentState", running=True, check=True)
+    return [
+        (name.rsplit(".", 1)[0], where, state.split()[0]) for name, where, state in rows if state
+    ]
 
 
 def _pin(engine: Engine, services: Sequence[str], *constraints: str) -> None:

@@ -6,6 +6,7 @@ made it is removed (a same-named foreign one is reported and kept); absent is su
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from bandkit.runtimes.base import SandboxError
 from bandkit.runtimes.docker.engine import Engine
@@ -15,6 +16,39 @@ KINDS = ("service", "network", "secret", "config")
 PROXY_PREFIX = "bkp-"  # every credential proxy service's name starts so
 NETWORK_GONE_TIMEOUT_S = 60.0  # a removed service's tasks let go of its networks by then
 POLL_S = 0.25
+
+
+MEANT_TO_RUN = ("--filter", "desired-state=running", "--filter", "desired-state=ready")
+
+
+def ps(
+    engine: Engine,
+    services: Sequence[str],
+    *fields: str,
+    running: bool = False,
+    check: bool = False,
+) -> list[list[str]]:
+    """`docker service ps` of `services` (each one's newest task first), each row the
+    `fields`; only the tasks meant to run when `running` (also one waiting out its restart
+    delay, desired state `ready`); none when they cannot be listed, unless `check`.
+    Tab-separated: a field may be empty (no node) or hold spaces (a state, an error)."""
+    if not services:
+        return []
+    result = engine.run(
+        "service",
+        "ps",
+        *(MEANT_TO_RUN if running else ()),
+        "--no-trunc",
+        "--format",
+        "\t".join("{{" + field + "}}" for field in fields),
+        *services,
+        what="service ps",
+        check=check,
+    )
+    if result.returncode != 0:
+        return []
+    rows = [line.split("\t") for line in result.stdout.splitlines()]
+    return [row for row in rows if len(row) == len(fields)]
 
 
 def label_args(name: str, owner: str) -> list[str]:

@@ -501,29 +501,8 @@ class SwarmRuntime(Runtime):
         waiting out its restart delay (desired state `ready` until the delay ends), or a
         sandbox restarting after an exit would look stopped. A task not yet placed has no
         node (""): the fields are tab-separated, so its state is still read as its state."""
-        rows = self._ps(service, ".ID", ".Node", ".CurrentState", running=True)
+        rows = objects.ps(self.engine, [service], ".ID", ".Node", ".CurrentState", running=True)
         return [(task, node, state.split()[0]) for task, node, state in rows if task and state]
-
-    def _ps(self, service: str, *fields: str, running: bool = False) -> list[list[str]]:
-        """`docker service ps` of `service` (newest task first), each row the `fields`; only
-        the tasks meant to run when `running`; none when the service cannot be listed.
-        Tab-separated: a field may be empty (no node) or hold spaces (a state, an error)."""
-        wanted = ("--filter", "desired-state=running", "--filter", "desired-state=ready")
-        result = self.engine.run(
-            "service",
-            "ps",
-            *(wanted if running else ()),
-            "--no-trunc",
-            "--format",
-            "\t".join("{{" + field + "}}" for field in fields),
-            service,
-            what="service ps",
-            check=False,
-        )
-        if result.returncode != 0:
-            return []
-        rows = [line.split("\t") for line in result.stdout.splitlines()]
-        return [row for row in rows if len(row) == len(fields)]
 
     def stage_images(self, images: Sequence[str]) -> None:
         """Load `images` into the local cluster's nodes that lack them, in one archive;
@@ -615,7 +594,9 @@ class SwarmRuntime(Runtime):
         swarm says of a task that cannot run (`no suitable node (scheduling constraints not
         satisfied on 3 nodes)`, `No such image: ...`), which no container log holds."""
         rows = []
-        for node, state, error in self._ps(service, ".Node", ".CurrentState", ".Error"):
+        for node, state, error in objects.ps(
+            self.engine, [service], ".Node", ".CurrentState", ".Error"
+        ):
             error = error.strip().strip('"')
             row = f"{node or 'no node'} {state}" + (f": {error}" if error else "")
             rows.append(printable(row))  # an error may quote a command or a path
